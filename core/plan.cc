@@ -1,0 +1,568 @@
+#include "core/plan.h"
+
+#include <openssl/evp.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/names.h"
+#include "core/status_macros.h"
+#include "core/units.h"
+#include "yaml-cpp/yaml.h"
+
+namespace ringmaster {
+namespace {
+
+constexpr const char* kTopKeys[] = {"name", "description", "ranks", "defaults",
+                                    "cases"};
+constexpr const char* kCaseKeys[] = {"name",     "collective", "sizes",
+                                     "dtypes",   "ops",        "placement",
+                                     "root",     "verify",     "backend",
+                                     "timing"};
+constexpr const char* kTimingKeys[] = {
+    "warmup",      "min_samples",   "max_samples",         "target_ci",
+    "max_time",    "sample_target", "max_iters_per_sample"};
+constexpr const char* kSizeKeys[] = {"min", "max", "factor"};
+
+// Reads one plan; every method returns errors already formatted as
+// "<file>:<line>: <field>: <what>".
+class PlanParser {
+ public:
+  PlanParser(std::string file, const PlanLimits& limits)
+      : file_(std::move(file)), limits_(limits) {}
+
+  absl::StatusOr<v1::Plan> Parse(const YAML::Node& root) {
+    v1::Plan plan;
+    if (!root.IsDefined() || root.IsNull()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s:1: (plan): expected a mapping with `name` and "
+                          "`cases`, got an empty document",
+                          file_));
+    }
+    if (!root.IsMap()) {
+      return Error(root, "(plan)", "expected a mapping with `name` and `cases`");
+    }
+    RM_RETURN_IF_ERROR(CheckKeys(root, "", kTopKeys));
+    RM_ASSIGN_OR_RETURN(*plan.mutable_name(),
+                        RequiredString(root, root["name"], "name"));
+    if (root["description"]) {
+      RM_ASSIGN_OR_RETURN(*plan.mutable_description(),
+                          String(root["description"], "description"));
+    }
+    if (root["ranks"]) {
+      RM_ASSIGN_OR_RETURN(int64_t ranks, Int(root["ranks"], "ranks", 1, 65536));
+      plan.set_ranks(static_cast<int32_t>(ranks));
+    }
+    YAML::Node defaults = root["defaults"];
+    if (defaults) {
+      if (!defaults.IsMap()) {
+        return Error(defaults, "defaults",
+                     "expected a mapping of case keys (sizes, dtypes, ...)");
+      }
+      RM_RETURN_IF_ERROR(CheckKeys(defaults, "defaults.", kCaseKeys));
+      if (defaults["name"]) {
+        return Error(defaults["name"], "defaults.name",
+                     "a name belongs to each case, not to defaults");
+      }
+    }
+    YAML::Node cases = root["cases"];
+    if (!cases) return Error(root, "cases", "missing: expected a list of cases");
+    if (!cases.IsSequence() || cases.size() == 0) {
+      return Error(cases, "cases", "expected a non-empty list of cases");
+    }
+    if (static_cast<int>(cases.size()) > limits_.max_case_specs) {
+      return Error(cases, "cases",
+                   absl::StrFormat("at most %d cases are allowed, got %d",
+                                   limits_.max_case_specs, cases.size()));
+    }
+    std::set<std::string> names;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      std::string prefix = absl::StrFormat("cases[%d]", i);
+      RM_ASSIGN_OR_RETURN(v1::CaseSpec spec,
+                          ParseCase(cases[i], defaults, prefix));
+      if (!names.insert(spec.name()).second) {
+        return Error(cases[i]["name"], prefix + ".name",
+                     absl::StrFormat("duplicate case name \"%s\"", spec.name()));
+      }
+      *plan.add_cases() = std::move(spec);
+    }
+    return plan;
+  }
+
+ private:
+  absl::Status Error(const YAML::Node& node, std::string_view field,
+                     std::string_view what) const {
+    int line = node.Mark().is_null() ? 0 : node.Mark().line + 1;
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s:%d: %s: %s", file_, line, field, what));
+  }
+
+  template <size_t N>
+  absl::Status CheckKeys(const YAML::Node& map, const std::string& prefix,
+                         const char* const (&allowed)[N]) const {
+    for (const auto& kv : map) {
+      std::string key = kv.first.Scalar();
+      bool ok = false;
+      for (const char* a : allowed) ok = ok || key == a;
+      if (!ok) {
+        std::vector<std::string> names(std::begin(allowed), std::end(allowed));
+        return Error(kv.first, prefix + key,
+                     absl::StrFormat("unknown key (expected one of: %s)",
+                                     absl::StrJoin(names, ", ")));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> String(const YAML::Node& node,
+                                     const std::string& field) const {
+    if (!node.IsScalar()) return Error(node, field, "expected a string");
+    return node.Scalar();
+  }
+
+  absl::StatusOr<std::string> RequiredString(const YAML::Node& parent,
+                                             const YAML::Node& node,
+                                             const std::string& field) const {
+    if (!node) return Error(parent, field, "missing: expected a string");
+    RM_ASSIGN_OR_RETURN(std::string s, String(node, field));
+    if (absl::StripAsciiWhitespace(s).empty()) {
+      return Error(node, field, "expected a non-empty string");
+    }
+    return s;
+  }
+
+  absl::StatusOr<int64_t> Int(const YAML::Node& node, const std::string& field,
+                              int64_t min, int64_t max) const {
+    int64_t v = 0;
+    if (!node.IsScalar() || !absl::SimpleAtoi(node.Scalar(), &v)) {
+      return Error(node, field,
+                   absl::StrFormat("expected an integer, got %s", Show(node)));
+    }
+    if (v < min || v > max) {
+      return Error(node, field,
+                   absl::StrFormat("expected an integer in [%d, %d], got %d",
+                                   min, max, v));
+    }
+    return v;
+  }
+
+  absl::StatusOr<double> Number(const YAML::Node& node,
+                                const std::string& field, double min_exclusive,
+                                double max_inclusive) const {
+    double v = 0;
+    if (!node.IsScalar() || !absl::SimpleAtod(node.Scalar(), &v) ||
+        !std::isfinite(v)) {
+      return Error(node, field,
+                   absl::StrFormat("expected a number, got %s", Show(node)));
+    }
+    if (!(v > min_exclusive && v <= max_inclusive)) {
+      return Error(node, field,
+                   absl::StrFormat("expected a number in (%g, %g], got %g",
+                                   min_exclusive, max_inclusive, v));
+    }
+    return v;
+  }
+
+  absl::StatusOr<bool> Bool(const YAML::Node& node,
+                            const std::string& field) const {
+    if (node.IsScalar()) {
+      std::string s = absl::AsciiStrToLower(node.Scalar());
+      if (s == "true" || s == "yes" || s == "on") return true;
+      if (s == "false" || s == "no" || s == "off") return false;
+    }
+    return Error(node, field,
+                 absl::StrFormat("expected true or false, got %s", Show(node)));
+  }
+
+  absl::StatusOr<int64_t> Size(const YAML::Node& node,
+                               const std::string& field) const {
+    if (!node.IsScalar()) {
+      return Error(node, field, "expected a size like 8B, 64KiB or 1GiB");
+    }
+    auto size = ParseSizeBytes(node.Scalar());
+    if (!size.ok()) {
+      return Error(node, field,
+                   absl::StrFormat("%s, got \"%s\"", size.status().message(),
+                                   node.Scalar()));
+    }
+    if (*size < 1) {
+      return Error(node, field, "size must be at least 1 byte");
+    }
+    if (*size > limits_.max_size_bytes) {
+      return Error(node, field,
+                   absl::StrFormat("size must be at most %s, got %s",
+                                   FormatBytes(limits_.max_size_bytes),
+                                   FormatBytes(*size)));
+    }
+    return *size;
+  }
+
+  absl::StatusOr<double> Duration(const YAML::Node& node,
+                                  const std::string& field) const {
+    if (!node.IsScalar()) {
+      return Error(node, field, "expected a duration like 2s or 500ms");
+    }
+    auto d = ParseDurationSeconds(node.Scalar());
+    if (!d.ok()) {
+      return Error(node, field,
+                   absl::StrFormat("%s, got \"%s\"", d.status().message(),
+                                   node.Scalar()));
+    }
+    if (*d <= 0) return Error(node, field, "duration must be positive");
+    return *d;
+  }
+
+  static std::string Show(const YAML::Node& node) {
+    if (node.IsScalar()) return absl::StrFormat("\"%s\"", node.Scalar());
+    if (node.IsSequence()) return "a list";
+    if (node.IsMap()) return "a mapping";
+    return "nothing";
+  }
+
+  // A scalar or a list of scalars, as a list of (node, text) pairs.
+  absl::StatusOr<std::vector<YAML::Node>> ScalarList(
+      const YAML::Node& node, const std::string& field) const {
+    std::vector<YAML::Node> out;
+    if (node.IsScalar()) {
+      out.push_back(node);
+    } else if (node.IsSequence()) {
+      if (node.size() == 0) return Error(node, field, "expected a non-empty list");
+      if (static_cast<int>(node.size()) > limits_.max_list_entries) {
+        return Error(node, field,
+                     absl::StrFormat("at most %d entries are allowed",
+                                     limits_.max_list_entries));
+      }
+      for (size_t i = 0; i < node.size(); ++i) {
+        if (!node[i].IsScalar()) {
+          return Error(node[i], absl::StrFormat("%s[%d]", field, i),
+                       "expected a single value");
+        }
+        out.push_back(node[i]);
+      }
+    } else {
+      return Error(node, field, "expected a value or a list of values");
+    }
+    return out;
+  }
+
+  absl::StatusOr<v1::SizeSweep> ParseSizes(const YAML::Node& node,
+                                           const std::string& field) const {
+    v1::SizeSweep sweep;
+    if (node.IsMap()) {
+      RM_RETURN_IF_ERROR(CheckKeys(node, field + ".", kSizeKeys));
+      if (!node["min"]) return Error(node, field + ".min", "missing: expected a size");
+      if (!node["max"]) return Error(node, field + ".max", "missing: expected a size");
+      RM_ASSIGN_OR_RETURN(int64_t min, Size(node["min"], field + ".min"));
+      RM_ASSIGN_OR_RETURN(int64_t max, Size(node["max"], field + ".max"));
+      int64_t factor = 2;
+      if (node["factor"]) {
+        RM_ASSIGN_OR_RETURN(factor, Int(node["factor"], field + ".factor", 2, 1024));
+      }
+      if (max < min) {
+        return Error(node["max"], field + ".max",
+                     absl::StrFormat("must be at least min (%s), got %s",
+                                     FormatBytes(min), FormatBytes(max)));
+      }
+      sweep.set_min_bytes(min);
+      sweep.set_max_bytes(max);
+      sweep.set_factor(factor);
+      return sweep;
+    }
+    RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(node, field));
+    for (size_t i = 0; i < items.size(); ++i) {
+      std::string f = node.IsSequence() ? absl::StrFormat("%s[%d]", field, i) : field;
+      RM_ASSIGN_OR_RETURN(int64_t s, Size(items[i], f));
+      sweep.add_list_bytes(s);
+    }
+    return sweep;
+  }
+
+  absl::StatusOr<v1::Timing> ParseTiming(const YAML::Node& node,
+                                         const std::string& field) const {
+    v1::Timing t = DefaultTiming();
+    if (!node.IsMap()) {
+      return Error(node, field, "expected a mapping (warmup, min_samples, ...)");
+    }
+    RM_RETURN_IF_ERROR(CheckKeys(node, field + ".", kTimingKeys));
+    if (node["warmup"]) {
+      RM_ASSIGN_OR_RETURN(int64_t v, Int(node["warmup"], field + ".warmup", 0, 100000));
+      t.set_warmup_iters(static_cast<int32_t>(v));
+    }
+    if (node["min_samples"]) {
+      RM_ASSIGN_OR_RETURN(int64_t v, Int(node["min_samples"], field + ".min_samples",
+                                         2, limits_.max_samples));
+      t.set_min_samples(static_cast<int32_t>(v));
+    }
+    if (node["max_samples"]) {
+      RM_ASSIGN_OR_RETURN(int64_t v, Int(node["max_samples"], field + ".max_samples",
+                                         2, limits_.max_samples));
+      t.set_max_samples(static_cast<int32_t>(v));
+    }
+    if (t.max_samples() < t.min_samples()) {
+      const YAML::Node& at = node["max_samples"] ? node["max_samples"] : node["min_samples"];
+      return Error(at, field + ".max_samples",
+                   absl::StrFormat("must be at least min_samples (%d), got %d",
+                                   t.min_samples(), t.max_samples()));
+    }
+    if (node["target_ci"]) {
+      RM_ASSIGN_OR_RETURN(double v, Number(node["target_ci"], field + ".target_ci", 0, 1));
+      t.set_target_ci(v);
+    }
+    if (node["max_time"]) {
+      RM_ASSIGN_OR_RETURN(double v, Duration(node["max_time"], field + ".max_time"));
+      t.set_max_time_s(v);
+    }
+    if (node["sample_target"]) {
+      RM_ASSIGN_OR_RETURN(double v,
+                          Duration(node["sample_target"], field + ".sample_target"));
+      t.set_sample_target_s(v);
+    }
+    if (node["max_iters_per_sample"]) {
+      RM_ASSIGN_OR_RETURN(int64_t v, Int(node["max_iters_per_sample"],
+                                         field + ".max_iters_per_sample", 1, 1000000));
+      t.set_max_iters_per_sample(static_cast<int32_t>(v));
+    }
+    return t;
+  }
+
+  absl::StatusOr<v1::CaseSpec> ParseCase(const YAML::Node& node,
+                                         const YAML::Node& defaults,
+                                         const std::string& prefix) const {
+    if (!node.IsMap()) {
+      return Error(node, prefix, "expected a mapping with name and collective");
+    }
+    RM_RETURN_IF_ERROR(CheckKeys(node, prefix + ".", kCaseKeys));
+    // A case key falls back to the plan's defaults; errors name where the
+    // value was written.
+    auto get = [&](const char* key, std::string* field) -> YAML::Node {
+      if (node[key]) {
+        *field = prefix + "." + key;
+        return node[key];
+      }
+      if (defaults && defaults[key]) {
+        *field = std::string("defaults.") + key;
+        return defaults[key];
+      }
+      *field = prefix + "." + key;
+      return YAML::Node(YAML::NodeType::Undefined);
+    };
+    std::string f;
+    v1::CaseSpec spec;
+    RM_ASSIGN_OR_RETURN(*spec.mutable_name(),
+                        RequiredString(node, node["name"], prefix + ".name"));
+
+    YAML::Node coll = get("collective", &f);
+    if (!coll) {
+      return Error(node, f,
+                   absl::StrFormat("missing: expected one of: %s", CollectiveNames()));
+    }
+    if (!coll.IsScalar() || !ParseCollective(coll.Scalar())) {
+      return Error(coll, f,
+                   absl::StrFormat("expected one of: %s, got %s", CollectiveNames(),
+                                   Show(coll)));
+    }
+    spec.set_collective(*ParseCollective(coll.Scalar()));
+
+    YAML::Node sizes = get("sizes", &f);
+    if (!sizes) {
+      return Error(node, f, "missing: expected {min: 8B, max: 64MiB, factor: 2} or a list");
+    }
+    RM_ASSIGN_OR_RETURN(*spec.mutable_sizes(), ParseSizes(sizes, f));
+
+    YAML::Node dtypes = get("dtypes", &f);
+    if (dtypes) {
+      RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(dtypes, f));
+      for (const auto& item : items) {
+        auto t = ParseDataType(item.Scalar());
+        if (!t) {
+          return Error(item, f,
+                       absl::StrFormat("expected one of: %s, got \"%s\"",
+                                       DataTypeNames(), item.Scalar()));
+        }
+        spec.add_dtypes(*t);
+      }
+    } else {
+      spec.add_dtypes(v1::FLOAT32);
+    }
+
+    YAML::Node ops = get("ops", &f);
+    if (ops) {
+      if (!IsReduction(spec.collective())) {
+        return Error(ops, f,
+                     absl::StrFormat("%s does not reduce; remove `ops`",
+                                     CollectiveName(spec.collective())));
+      }
+      RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(ops, f));
+      for (const auto& item : items) {
+        auto op = ParseReduceOp(item.Scalar());
+        if (!op) {
+          return Error(item, f,
+                       absl::StrFormat("expected one of: %s, got \"%s\"",
+                                       ReduceOpNames(), item.Scalar()));
+        }
+        spec.add_ops(*op);
+      }
+    } else if (IsReduction(spec.collective())) {
+      spec.add_ops(v1::SUM);
+    }
+
+    YAML::Node placement = get("placement", &f);
+    if (placement) {
+      RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(placement, f));
+      for (const auto& item : items) {
+        std::string p = absl::AsciiStrToLower(item.Scalar());
+        if (p == "out_of_place") {
+          spec.add_in_place(false);
+        } else if (p == "in_place") {
+          spec.add_in_place(true);
+        } else if (p == "both") {
+          spec.add_in_place(false);
+          spec.add_in_place(true);
+        } else {
+          return Error(item, f,
+                       absl::StrFormat("expected out_of_place, in_place or both, "
+                                       "got \"%s\"",
+                                       item.Scalar()));
+        }
+      }
+    } else {
+      spec.add_in_place(false);
+      spec.add_in_place(true);
+    }
+
+    YAML::Node root = get("root", &f);
+    if (root) {
+      RM_ASSIGN_OR_RETURN(int64_t r, Int(root, f, 0, 65535));
+      spec.set_root(static_cast<int32_t>(r));
+    }
+
+    YAML::Node verify = get("verify", &f);
+    spec.set_verify(true);
+    if (verify) {
+      RM_ASSIGN_OR_RETURN(bool v, Bool(verify, f));
+      spec.set_verify(v);
+    }
+
+    YAML::Node backend = get("backend", &f);
+    if (backend) {
+      auto b = backend.IsScalar() ? ParseBackend(backend.Scalar()) : std::nullopt;
+      if (!b) {
+        return Error(backend, f,
+                     absl::StrFormat("expected auto, host or cuda, got %s",
+                                     Show(backend)));
+      }
+      spec.set_backend(*b);
+    }
+
+    YAML::Node timing = get("timing", &f);
+    if (timing) {
+      RM_ASSIGN_OR_RETURN(*spec.mutable_timing(), ParseTiming(timing, f));
+    } else {
+      *spec.mutable_timing() = DefaultTiming();
+    }
+
+    // Every size must hold at least one element of every dtype.
+    int64_t smallest = spec.sizes().list_bytes_size() > 0
+                           ? *std::min_element(spec.sizes().list_bytes().begin(),
+                                               spec.sizes().list_bytes().end())
+                           : spec.sizes().min_bytes();
+    for (int i = 0; i < spec.dtypes_size(); ++i) {
+      auto dt = static_cast<v1::DataType>(spec.dtypes(i));
+      if (smallest < DataTypeSize(dt)) {
+        return Error(sizes, prefix + ".sizes",
+                     absl::StrFormat("%s is smaller than one %s element (%d B)",
+                                     FormatBytes(smallest), DataTypeName(dt),
+                                     DataTypeSize(dt)));
+      }
+    }
+    return spec;
+  }
+
+  std::string file_;
+  PlanLimits limits_;
+};
+
+}  // namespace
+
+v1::Timing DefaultTiming() {
+  v1::Timing t;
+  t.set_warmup_iters(5);
+  t.set_min_samples(5);
+  t.set_max_samples(100);
+  t.set_target_ci(0.01);
+  t.set_max_time_s(1.0);
+  t.set_sample_target_s(2e-3);
+  t.set_max_iters_per_sample(1000);
+  t.set_mode(v1::PIPELINED);
+  return t;
+}
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
+  std::string hex;
+  hex.reserve(len * 2);
+  for (unsigned int i = 0; i < len; ++i) {
+    hex += absl::StrFormat("%02x", digest[i]);
+  }
+  return hex;
+}
+
+absl::StatusOr<v1::Plan> ParsePlanYaml(std::string_view yaml,
+                                       const std::string& source_name,
+                                       const PlanLimits& limits) {
+  if (static_cast<int64_t>(yaml.size()) > limits.max_plan_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s:1: (plan): file is %d bytes, more than the %d allowed", source_name,
+        yaml.size(), limits.max_plan_bytes));
+  }
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    int line = e.mark.is_null() ? 0 : e.mark.line + 1;
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s:%d: (yaml): invalid YAML: %s", source_name, line, e.msg));
+  }
+  try {
+    PlanParser parser(source_name, limits);
+    RM_ASSIGN_OR_RETURN(v1::Plan plan, parser.Parse(root));
+    plan.set_source_path(source_name);
+    plan.set_source_sha256(Sha256Hex(yaml));
+    return plan;
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp throws on some malformed structures (e.g. aliases of the
+    // wrong kind); report them like parse errors.
+    int line = e.mark.is_null() ? 0 : e.mark.line + 1;
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s:%d: (yaml): %s", source_name, line, e.msg));
+  }
+}
+
+absl::StatusOr<v1::Plan> LoadPlanFile(const std::string& path,
+                                      const PlanLimits& limits) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrFormat(
+        "%s: cannot read plan file: %s", path, std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "%s: cannot read plan file: %s", path, std::strerror(errno)));
+  }
+  return ParsePlanYaml(text.str(), path, limits);
+}
+
+}  // namespace ringmaster

@@ -1,0 +1,48 @@
+// Loading and validating benchmark plans written in YAML.
+//
+// A plan names cases (collective, sizes, dtypes, ops, placement, timing);
+// see docs/plans.md for every key. Every error is one line of the form
+//   <file>:<line>: <field>: <what was expected>
+// returned as InvalidArgument (NotFound when the file cannot be read), so a
+// caller can print it and exit 2 without having written anything.
+#ifndef RINGMASTER_CORE_PLAN_H_
+#define RINGMASTER_CORE_PLAN_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "ringmaster/v1/plan.pb.h"
+
+namespace ringmaster {
+
+// Limits that keep a plan from asking for absurd work. Each field's value
+// is its default.
+struct PlanLimits {
+  int max_case_specs = 256;           // entries under `cases:`
+  int64_t max_size_bytes = 1LL << 40;  // 1 TiB per buffer
+  int max_list_entries = 1024;         // entries in any list
+  int max_samples = 100000;
+  int64_t max_plan_bytes = 1 << 20;   // plan file size
+};
+
+// Timing used where a plan says nothing (also documented in docs/plans.md).
+v1::Timing DefaultTiming();
+
+// Parses and validates YAML text. `source_name` is used in error messages
+// and recorded in the plan. Sets source_sha256 to the SHA-256 of `yaml`.
+absl::StatusOr<v1::Plan> ParsePlanYaml(std::string_view yaml,
+                                       const std::string& source_name,
+                                       const PlanLimits& limits = {});
+
+// Reads `path` and parses it with ParsePlanYaml. NotFound when the file is
+// missing or unreadable.
+absl::StatusOr<v1::Plan> LoadPlanFile(const std::string& path,
+                                      const PlanLimits& limits = {});
+
+// Lowercase hex SHA-256 of `data`.
+std::string Sha256Hex(std::string_view data);
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_CORE_PLAN_H_

@@ -1,0 +1,176 @@
+#include "core/plan.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace ringmaster {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr char kGood[] = R"(name: sweep
+description: a test
+ranks: 4
+defaults:
+  dtypes: [float32, bfloat16]
+cases:
+  - name: ar
+    collective: all_reduce
+    sizes: {min: 8B, max: 1MiB, factor: 4}
+    ops: [sum, max]
+    placement: out_of_place
+    timing: {warmup: 2, min_samples: 3, max_samples: 9, target_ci: 0.05, max_time: 500ms}
+  - name: ar-list
+    collective: allreduce
+    sizes: [1KiB, 4KiB]
+    dtypes: int32
+    verify: false
+    backend: host
+)";
+
+TEST(ParsePlanYaml, GoodPlan) {
+  auto plan = ParsePlanYaml(kGood, "good.yaml");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->name(), "sweep");
+  EXPECT_EQ(plan->ranks(), 4);
+  EXPECT_EQ(plan->source_path(), "good.yaml");
+  EXPECT_EQ(plan->source_sha256().size(), 64u);
+  ASSERT_EQ(plan->cases_size(), 2);
+  const auto& ar = plan->cases(0);
+  EXPECT_EQ(ar.collective(), v1::ALL_REDUCE);
+  EXPECT_EQ(ar.sizes().min_bytes(), 8);
+  EXPECT_EQ(ar.sizes().max_bytes(), 1048576);
+  EXPECT_EQ(ar.sizes().factor(), 4);
+  ASSERT_EQ(ar.dtypes_size(), 2);  // from defaults
+  EXPECT_EQ(ar.dtypes(1), v1::BFLOAT16);
+  ASSERT_EQ(ar.ops_size(), 2);
+  EXPECT_EQ(ar.ops(1), v1::MAX);
+  ASSERT_EQ(ar.in_place_size(), 1);
+  EXPECT_FALSE(ar.in_place(0));
+  EXPECT_EQ(ar.timing().warmup_iters(), 2);
+  EXPECT_EQ(ar.timing().max_samples(), 9);
+  EXPECT_DOUBLE_EQ(ar.timing().max_time_s(), 0.5);
+  EXPECT_TRUE(ar.verify());
+  const auto& list = plan->cases(1);
+  EXPECT_EQ(list.sizes().list_bytes_size(), 2);
+  EXPECT_EQ(list.dtypes(0), v1::INT32);  // case overrides defaults
+  EXPECT_FALSE(list.verify());
+  EXPECT_EQ(list.backend(), v1::BACKEND_HOST);
+  EXPECT_EQ(list.in_place_size(), 2);  // default: both placements
+  EXPECT_EQ(list.timing().min_samples(), DefaultTiming().min_samples());
+}
+
+struct BadPlan {
+  const char* name;
+  const char* yaml;
+  const char* expected_prefix;  // "file:line: field:"
+  const char* expected_text;
+};
+
+class BadPlanTest : public ::testing::TestWithParam<BadPlan> {};
+
+TEST_P(BadPlanTest, OneLineErrorNamingFileLineAndField) {
+  const BadPlan& p = GetParam();
+  auto plan = ParsePlanYaml(p.yaml, "bad.yaml");
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  std::string msg(plan.status().message());
+  EXPECT_THAT(msg, StartsWith(p.expected_prefix));
+  EXPECT_THAT(msg, HasSubstr(p.expected_text));
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Errors, BadPlanTest,
+    ::testing::Values(
+        BadPlan{"unknown_top_key", "name: x\ncolour: red\ncases: []\n",
+                "bad.yaml:2: colour:", "unknown key"},
+        BadPlan{"unknown_case_key",
+                "name: x\ncases:\n  - name: a\n    collective: all_reduce\n"
+                "    sizes: 8B\n    sise: 9\n",
+                "bad.yaml:6: cases[0].sise:", "unknown key"},
+        BadPlan{"negative_size",
+                "name: x\ncases:\n  - name: a\n    collective: all_reduce\n"
+                "    sizes: {min: -8, max: 1MiB}\n",
+                "bad.yaml:5: cases[0].sizes.min:", "negative"},
+        BadPlan{"wrong_type_factor",
+                "name: x\ncases:\n  - name: a\n    collective: all_reduce\n"
+                "    sizes: {min: 8, max: 1MiB, factor: two}\n",
+                "bad.yaml:5: cases[0].sizes.factor:", "expected an integer"},
+        BadPlan{"wrong_type_dtypes",
+                "name: x\ncases:\n  - name: a\n    collective: all_reduce\n"
+                "    sizes: 8B\n    dtypes: {a: b}\n",
+                "bad.yaml:6: cases[0].dtypes:", "expected a value or a list"},
+        BadPlan{"unknown_dtype",
+                "name: x\ncases:\n  - name: a\n    collective: all_reduce\n"
+                "    sizes: 8B\n    dtypes: [float32, float128]\n",
+                "bad.yaml:6: cases[0].dtypes:", "float128"},
+        BadPlan{"unknown_collective",
+                "name: x\ncases:\n  - name: a\n    collective: all_mix\n"
+                "    sizes: 8B\n",
+                "bad.yaml:4: cases[0].collective:", "expected one of"},
+        BadPlan{"missing_cases", "name: x\n", "bad.yaml:1: cases:", "missing"},
+        BadPlan{"missing_name",
+                "cases:\n  - name: a\n    collective: all_reduce\n    sizes: 8B\n",
+                "bad.yaml:1: name:", "missing"},
+        BadPlan{"max_below_min",
+                "name: x\ncases:\n  - name: a\n    collective: all_reduce\n"
+                "    sizes: {min: 1MiB, max: 1KiB}\n",
+                "bad.yaml:5: cases[0].sizes.max:", "at least min"},
+        BadPlan{"bad_yaml", "name: x\ncases: [\n  - a\n", "bad.yaml:",
+                "invalid YAML"},
+        BadPlan{"tab_yaml", "name: x\n\tcases: 1\n", "bad.yaml:", "(yaml)"},
+        BadPlan{"empty", "", "bad.yaml:1: (plan):", "empty"},
+        BadPlan{"scalar_doc", "hello\n", "bad.yaml:1: (plan):", "mapping"},
+        BadPlan{"duplicate_case",
+                "name: x\ncases:\n  - {name: a, collective: all_reduce, sizes: 8B}\n"
+                "  - {name: a, collective: all_reduce, sizes: 8B}\n",
+                "bad.yaml:4: cases[1].name:", "duplicate"},
+        BadPlan{"ops_on_non_reduction",
+                "name: x\ncases:\n  - name: a\n    collective: all_gather\n"
+                "    sizes: 8B\n    ops: [sum]\n",
+                "bad.yaml:6: cases[0].ops:", "does not reduce"},
+        BadPlan{"timing_min_above_max",
+                "name: x\ncases:\n  - name: a\n    collective: all_reduce\n"
+                "    sizes: 8B\n    timing: {min_samples: 10, max_samples: 5}\n",
+                "bad.yaml:6: cases[0].timing.max_samples:", "at least min_samples"},
+        BadPlan{"nan_ci",
+                "name: x\ncases:\n  - name: a\n    collective: all_reduce\n"
+                "    sizes: 8B\n    timing: {target_ci: .nan}\n",
+                "bad.yaml:6: cases[0].timing.target_ci:", "expected a number"},
+        BadPlan{"size_below_element",
+                "name: x\ncases:\n  - name: a\n    collective: all_reduce\n"
+                "    sizes: 2B\n",
+                "bad.yaml:5: cases[0].sizes:", "smaller than one float32"},
+        BadPlan{"defaults_error",
+                "name: x\ndefaults:\n  dtypes: [bogus]\ncases:\n"
+                "  - {name: a, collective: all_reduce, sizes: 8B}\n",
+                "bad.yaml:3: defaults.dtypes:", "bogus"},
+        BadPlan{"bad_bool",
+                "name: x\ncases:\n  - name: a\n    collective: all_reduce\n"
+                "    sizes: 8B\n    verify: maybe\n",
+                "bad.yaml:6: cases[0].verify:", "true or false"},
+        BadPlan{"huge_size",
+                "name: x\ncases:\n  - name: a\n    collective: all_reduce\n"
+                "    sizes: 2TiB\n",
+                "bad.yaml:5: cases[0].sizes:", "at most"}),
+    [](const ::testing::TestParamInfo<BadPlan>& info) { return info.param.name; });
+
+TEST(LoadPlanFile, MissingFileIsNotFound) {
+  auto plan = LoadPlanFile("/nonexistent/dir/plan.yaml");
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(plan.status().message()),
+              StartsWith("/nonexistent/dir/plan.yaml: cannot read plan file"));
+}
+
+TEST(Sha256Hex, KnownVector) {
+  EXPECT_EQ(Sha256Hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+}  // namespace
+}  // namespace ringmaster

@@ -1,0 +1,86 @@
+// Reporters: how results are shown and written.
+//
+// One interface with console (nccl-tests-like table), JSON Lines and CSV
+// implementations; `ringmaster run` drives several at once. Reporters are
+// not thread-safe: call them from one thread.
+#ifndef RINGMASTER_CORE_REPORT_H_
+#define RINGMASTER_CORE_REPORT_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "ringmaster/v1/result.pb.h"
+
+namespace ringmaster {
+
+struct RunContext {
+  std::string job_id;
+  std::string plan_name;
+  int nranks = 0;
+  std::string backend;
+  v1::Provenance provenance;
+};
+
+struct RunSummary {
+  bool succeeded = false;
+  std::string failure;  // one line; empty on success
+  int results = 0;
+  int failed_results = 0;
+  double avg_busbw_gbps = 0;  // mean busbw of OK results, as nccl-tests
+};
+
+class Reporter {
+ public:
+  virtual ~Reporter() = default;
+  virtual void Begin(const RunContext& context) {}
+  virtual void Report(const v1::Result& result) = 0;
+  virtual void End(const RunSummary& summary) {}
+};
+
+// The terminal table: one row per result, printed as results arrive.
+class ConsoleReporter : public Reporter {
+ public:
+  explicit ConsoleReporter(std::ostream& out) : out_(out) {}
+  void Begin(const RunContext& context) override;
+  void Report(const v1::Result& result) override;
+  void End(const RunSummary& summary) override;
+
+ private:
+  void Header();
+  std::ostream& out_;
+  std::string last_group_;
+};
+
+// One JSON object per line: MessageToJsonString of v1::Result.
+class JsonLinesReporter : public Reporter {
+ public:
+  explicit JsonLinesReporter(std::ostream& out) : out_(out) {}
+  void Report(const v1::Result& result) override;
+  void End(const RunSummary& summary) override { out_.flush(); }
+
+ private:
+  std::ostream& out_;
+};
+
+// A flat CSV with a header row; times in microseconds, bandwidth in GB/s.
+class CsvReporter : public Reporter {
+ public:
+  explicit CsvReporter(std::ostream& out) : out_(out) {}
+  void Begin(const RunContext& context) override;
+  void Report(const v1::Result& result) override;
+  void End(const RunSummary& summary) override { out_.flush(); }
+
+ private:
+  std::ostream& out_;
+};
+
+// The JSON Lines form of one result (no trailing newline).
+std::string ResultToJson(const v1::Result& result);
+
+// Mean busbw of OK results and counts, for RunSummary.
+RunSummary Summarize(const std::vector<v1::Result>& results);
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_CORE_REPORT_H_

@@ -1,0 +1,114 @@
+#include "core/report.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+
+namespace ringmaster {
+namespace {
+
+constexpr char kGoldenConsole[] =
+    "# ringmaster quick | job job-1 | 2 ranks | backend host (MPI)\n"
+    "#\n"
+    "# ar: all_reduce float32 sum (pipelined timing)\n"
+    "#        size        count      type  redop place       time     algbw     busbw  #wrong     n   ci95\n"
+    "#         (B)   (elements)                              (us)    (GB/s)    (GB/s)                  (%)\n"
+    "      1048576       262144   float32    sum   out      20.00     52.43     52.43       0    10   0.50\n"
+    "      1048576       262144   float32    sum    in  FAILED data_mismatch rank 1: 3 wrong elements\n"
+    "# results: 2 (1 failed)\n"
+    "# Avg bus bandwidth    : 52.4288 GB/s\n"
+    "# status: FAILED: data_mismatch\n";
+
+constexpr char kGoldenCsv[] =
+    "job_id,seq,case,collective,dtype,op,size_bytes,count,placement,nranks,"
+    "status,failure,time_us,min_us,p95_us,stddev_us,ci95_us,samples,"
+    "iters_per_sample,algbw_gbps,busbw_gbps,wrong_elements\n"
+    "job-1,0,ar,all_reduce,float32,sum,1048576,262144,out_of_place,2,ok,,"
+    "20.0000,0.0000,0.0000,0.0000,0.1000,10,20,52.428800,52.428800,0\n";
+
+v1::Result MakeResult(int64_t size, bool in_place, double median_s) {
+  v1::Result r;
+  r.set_job_id("job-1");
+  auto* c = r.mutable_case_();
+  c->set_seq(in_place ? 1 : 0);
+  c->set_spec_name("ar");
+  c->set_collective(v1::ALL_REDUCE);
+  c->set_dtype(v1::FLOAT32);
+  c->set_op(v1::SUM);
+  c->set_size_bytes(size);
+  c->set_count(size / 4);
+  c->set_in_place(in_place);
+  r.set_status(v1::OK);
+  r.set_nranks(2);
+  r.set_timing_mode(v1::PIPELINED);
+  auto* s = r.mutable_stats();
+  s->set_samples(10);
+  s->set_iters_per_sample(20);
+  s->set_median_s(median_s);
+  s->set_mean_s(median_s);
+  s->set_ci95_half_width_s(median_s * 0.005);
+  r.set_algbw_gbps(size / median_s / 1e9);
+  r.set_busbw_gbps(size / median_s / 1e9);
+  r.set_wrong_elements(0);
+  return r;
+}
+
+TEST(ConsoleReporter, Golden) {
+  std::ostringstream out;
+  ConsoleReporter reporter(out);
+  RunContext ctx;
+  ctx.job_id = "job-1";
+  ctx.plan_name = "quick";
+  ctx.nranks = 2;
+  ctx.backend = "host (MPI)";
+  reporter.Begin(ctx);
+  reporter.Report(MakeResult(1048576, false, 20e-6));
+  v1::Result failed = MakeResult(1048576, true, 0);
+  failed.set_status(v1::FAILED);
+  failed.mutable_failure()->set_reason(v1::DATA_MISMATCH);
+  failed.mutable_failure()->set_rank(1);
+  failed.mutable_failure()->set_detail("3 wrong elements");
+  reporter.Report(failed);
+  RunSummary summary = Summarize({MakeResult(1048576, false, 20e-6), failed});
+  summary.failure = "data_mismatch";
+  reporter.End(summary);
+  EXPECT_EQ(out.str(), kGoldenConsole);
+}
+
+TEST(CsvReporter, Golden) {
+  std::ostringstream out;
+  CsvReporter reporter(out);
+  reporter.Begin({});
+  reporter.Report(MakeResult(1048576, false, 20e-6));
+  EXPECT_EQ(out.str(), kGoldenCsv);
+}
+
+TEST(JsonLinesReporter, OneObjectPerLineWithSnakeCaseFields) {
+  std::ostringstream out;
+  JsonLinesReporter reporter(out);
+  reporter.Report(MakeResult(8, false, 1e-5));
+  reporter.Report(MakeResult(16, true, 1e-5));
+  std::string text = out.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2);
+  EXPECT_NE(text.find("\"busbw_gbps\":"), std::string::npos);
+  EXPECT_NE(text.find("\"collective\":\"ALL_REDUCE\""), std::string::npos);
+  EXPECT_NE(text.find("\"size_bytes\":\"16\""), std::string::npos);
+}
+
+TEST(Summarize, AveragesOkResultsOnly) {
+  v1::Result a = MakeResult(100, false, 1);
+  a.set_busbw_gbps(10);
+  v1::Result b = MakeResult(100, false, 1);
+  b.set_busbw_gbps(30);
+  v1::Result c = MakeResult(100, false, 1);
+  c.set_status(v1::FAILED);
+  c.set_busbw_gbps(1000);
+  RunSummary s = Summarize({a, b, c});
+  EXPECT_EQ(s.results, 3);
+  EXPECT_EQ(s.failed_results, 1);
+  EXPECT_DOUBLE_EQ(s.avg_busbw_gbps, 20);
+}
+
+}  // namespace
+}  // namespace ringmaster

@@ -1,0 +1,95 @@
+#include "core/stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace ringmaster {
+
+double Quantile(std::vector<double> samples, double q) {
+  if (samples.empty()) return 0;
+  std::sort(samples.begin(), samples.end());
+  q = std::clamp(q, 0.0, 1.0);
+  double pos = q * static_cast<double>(samples.size() - 1);
+  size_t lo = static_cast<size_t>(std::floor(pos));
+  size_t hi = std::min(lo + 1, samples.size() - 1);
+  double frac = pos - static_cast<double>(lo);
+  return samples[lo] + (samples[hi] - samples[lo]) * frac;
+}
+
+double StudentT975(int df) {
+  static constexpr double kTable[] = {
+      0,      12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
+      2.306,  2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+      2.120,  2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
+      2.064,  2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
+  if (df < 1) return INFINITY;
+  if (df <= 30) return kTable[df];
+  const double z = 1.959963984540054;
+  const double v = static_cast<double>(df);
+  const double z3 = z * z * z, z5 = z3 * z * z;
+  return z + (z3 + z) / (4 * v) + (5 * z5 + 16 * z3 + 3 * z) / (96 * v * v);
+}
+
+SampleSummary Summarize(std::span<const double> samples) {
+  SampleSummary s;
+  s.n = static_cast<int>(samples.size());
+  if (samples.empty()) return s;
+  std::vector<double> v(samples.begin(), samples.end());
+  std::sort(v.begin(), v.end());
+  s.min = v.front();
+  s.max = v.back();
+  s.median = Quantile(v, 0.5);
+  s.p95 = Quantile(v, 0.95);
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / s.n;
+  if (s.n >= 2) {
+    double ss = 0;
+    for (double x : v) ss += (x - s.mean) * (x - s.mean);
+    s.stddev = std::sqrt(ss / (s.n - 1));
+    s.ci95_half_width = StudentT975(s.n - 1) * s.stddev / std::sqrt(s.n);
+  }
+  return s;
+}
+
+bool StoppingRule::TargetMet(const SampleSummary& s) const {
+  if (s.n < 2 || s.mean <= 0) return false;
+  return s.ci95_half_width / s.mean <= timing_.target_ci();
+}
+
+bool StoppingRule::ShouldStop(std::span<const double> samples,
+                              double sampled_s) const {
+  int n = static_cast<int>(samples.size());
+  if (n < timing_.min_samples()) return false;
+  if (n >= timing_.max_samples()) return true;
+  if (timing_.max_time_s() > 0 && sampled_s >= timing_.max_time_s()) {
+    return true;
+  }
+  return TargetMet(Summarize(samples));
+}
+
+int StoppingRule::ItersPerSample(double op_s) const {
+  int cap = std::max(1, timing_.max_iters_per_sample());
+  if (!(op_s > 0)) return cap;
+  double iters = std::ceil(timing_.sample_target_s() / op_s);
+  if (!(iters >= 1)) return 1;
+  return static_cast<int>(std::min<double>(iters, cap));
+}
+
+v1::Stats ToProto(const SampleSummary& s, int iters_per_sample,
+                  int warmup_iters, bool ci_target_met) {
+  v1::Stats p;
+  p.set_samples(s.n);
+  p.set_iters_per_sample(iters_per_sample);
+  p.set_median_s(s.median);
+  p.set_mean_s(s.mean);
+  p.set_min_s(s.min);
+  p.set_max_s(s.max);
+  p.set_p95_s(s.p95);
+  p.set_stddev_s(s.stddev);
+  p.set_ci95_half_width_s(s.ci95_half_width);
+  p.set_ci_target_met(ci_target_met);
+  p.set_warmup_iters(warmup_iters);
+  return p;
+}
+
+}  // namespace ringmaster

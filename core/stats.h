@@ -1,0 +1,65 @@
+// Sample statistics and the rule that decides when to stop sampling.
+//
+// Samples are seconds per operation. Pure functions; thread-compatible.
+#ifndef RINGMASTER_CORE_STATS_H_
+#define RINGMASTER_CORE_STATS_H_
+
+#include <span>
+#include <vector>
+
+#include "ringmaster/v1/plan.pb.h"
+#include "ringmaster/v1/result.pb.h"
+
+namespace ringmaster {
+
+struct SampleSummary {
+  int n = 0;
+  double median = 0;
+  double mean = 0;
+  double min = 0;
+  double max = 0;
+  double p95 = 0;     // linear interpolation between order statistics
+  double stddev = 0;  // sample standard deviation (n - 1)
+  double ci95_half_width = 0;  // t(0.975, n-1) * stddev / sqrt(n)
+};
+
+// Summarizes `samples`; all fields are 0 when it is empty. The CI is 0 for
+// fewer than two samples.
+SampleSummary Summarize(std::span<const double> samples);
+
+// Two-sided 95% critical value of Student's t with `df` degrees of freedom
+// (table for df <= 30, Cornish-Fisher expansion beyond). Hand-written: no
+// statistics library is among our dependencies.
+double StudentT975(int df);
+
+// Quantile q in [0, 1] of `samples` by linear interpolation (type 7).
+double Quantile(std::vector<double> samples, double q);
+
+// Decides when a case has enough samples (Timing's fields).
+class StoppingRule {
+ public:
+  explicit StoppingRule(const v1::Timing& timing) : timing_(timing) {}
+
+  // True once min_samples are in and either the relative CI half-width is
+  // within target_ci, max_samples is reached, or `sampled_s` (the summed
+  // duration of all samples) exceeds max_time_s.
+  bool ShouldStop(std::span<const double> samples, double sampled_s) const;
+
+  // True when the relative CI half-width (half-width / mean) is in target.
+  bool TargetMet(const SampleSummary& s) const;
+
+  // Ops per sample so one sample lasts about sample_target_s, given one op
+  // takes `op_s`; clamped to [1, max_iters_per_sample].
+  int ItersPerSample(double op_s) const;
+
+ private:
+  v1::Timing timing_;
+};
+
+// Copies a summary into the result schema's Stats.
+v1::Stats ToProto(const SampleSummary& s, int iters_per_sample,
+                  int warmup_iters, bool ci_target_met);
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_CORE_STATS_H_

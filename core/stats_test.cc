@@ -1,0 +1,90 @@
+#include "core/stats.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace ringmaster {
+namespace {
+
+TEST(Summarize, HandComputed) {
+  // samples 1..5: mean 3, median 3, sample variance 2.5, stddev 1.5811388,
+  // t(0.975, 4) = 2.776, CI half-width = 2.776 * 1.5811388 / sqrt(5)
+  // = 2.776 * 0.7071068 = 1.962928; p95 = 4 + 0.8 * (5 - 4) = 4.8 (position 0.95 * 4 = 3.8).
+  std::vector<double> v = {5, 1, 4, 2, 3};
+  SampleSummary s = Summarize(v);
+  EXPECT_EQ(s.n, 5);
+  EXPECT_DOUBLE_EQ(s.mean, 3.0);
+  EXPECT_DOUBLE_EQ(s.median, 3.0);
+  EXPECT_DOUBLE_EQ(s.min, 1.0);
+  EXPECT_DOUBLE_EQ(s.max, 5.0);
+  EXPECT_NEAR(s.p95, 4.8, 1e-12);
+  EXPECT_NEAR(s.stddev, 1.5811388300841898, 1e-12);
+  EXPECT_NEAR(s.ci95_half_width, 1.962928, 1e-5);
+}
+
+TEST(Summarize, EvenCountMedianAndEdgeCases) {
+  std::vector<double> v = {4, 1, 3, 2};
+  EXPECT_DOUBLE_EQ(Summarize(v).median, 2.5);
+  std::vector<double> one = {7};
+  SampleSummary s = Summarize(one);
+  EXPECT_EQ(s.n, 1);
+  EXPECT_DOUBLE_EQ(s.median, 7);
+  EXPECT_DOUBLE_EQ(s.ci95_half_width, 0);
+  EXPECT_EQ(Summarize(std::vector<double>{}).n, 0);
+}
+
+TEST(StudentT975, TableAndExpansion) {
+  EXPECT_DOUBLE_EQ(StudentT975(1), 12.706);
+  EXPECT_DOUBLE_EQ(StudentT975(10), 2.228);
+  EXPECT_DOUBLE_EQ(StudentT975(30), 2.042);
+  // Published values: t(0.975, 60) = 2.000, t(0.975, 120) = 1.980.
+  EXPECT_NEAR(StudentT975(60), 2.000, 0.001);
+  EXPECT_NEAR(StudentT975(120), 1.980, 0.001);
+  EXPECT_NEAR(StudentT975(100000), 1.95996, 0.0001);
+}
+
+v1::Timing TestTiming() {
+  v1::Timing t;
+  t.set_min_samples(3);
+  t.set_max_samples(10);
+  t.set_target_ci(0.01);
+  t.set_max_time_s(1.0);
+  t.set_sample_target_s(1e-3);
+  t.set_max_iters_per_sample(100);
+  return t;
+}
+
+TEST(StoppingRule, WaitsForMinSamples) {
+  StoppingRule rule(TestTiming());
+  std::vector<double> v = {1.0, 1.0};
+  EXPECT_FALSE(rule.ShouldStop(v, 0.001));
+}
+
+TEST(StoppingRule, StopsWhenCiIsTight) {
+  StoppingRule rule(TestTiming());
+  std::vector<double> tight = {1.0, 1.001, 0.999};  // CI ~0.25% of mean
+  EXPECT_TRUE(rule.ShouldStop(tight, 0.001));
+  std::vector<double> noisy = {1.0, 2.0, 3.0};
+  EXPECT_FALSE(rule.ShouldStop(noisy, 0.001));
+}
+
+TEST(StoppingRule, StopsAtLimits) {
+  StoppingRule rule(TestTiming());
+  std::vector<double> noisy = {1.0, 2.0, 3.0};
+  EXPECT_TRUE(rule.ShouldStop(noisy, 1.5));  // past max_time
+  std::vector<double> many(10, 1.0);
+  many[0] = 5.0;
+  EXPECT_TRUE(rule.ShouldStop(many, 0.0));  // max_samples
+}
+
+TEST(StoppingRule, ItersPerSample) {
+  StoppingRule rule(TestTiming());
+  EXPECT_EQ(rule.ItersPerSample(1e-4), 10);  // 1 ms / 100 us
+  EXPECT_EQ(rule.ItersPerSample(1e-7), 100);  // capped
+  EXPECT_EQ(rule.ItersPerSample(1.0), 1);
+  EXPECT_EQ(rule.ItersPerSample(0), 100);
+}
+
+}  // namespace
+}  // namespace ringmaster

@@ -1,0 +1,27 @@
+// Expansion of a validated Plan into the concrete Cases a worker runs.
+#ifndef RINGMASTER_CORE_SWEEP_H_
+#define RINGMASTER_CORE_SWEEP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ringmaster/v1/plan.pb.h"
+
+namespace ringmaster {
+
+// Sizes of a sweep in bytes: min, min·f, min·f², … while <= max, or the
+// explicit list in the order given.
+std::vector<int64_t> SweepSizes(const v1::SizeSweep& sweep);
+
+// Expands every CaseSpec: for each dtype, op, size and placement, in that
+// nesting order (placement innermost, so out-of-place and in-place of one
+// size sit together as in nccl-tests). Sizes are rounded down to a whole
+// number of elements. Cases are numbered by `seq` from 0.
+// InvalidArgument when the expansion exceeds `max_cases`.
+absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan,
+                                                 int64_t max_cases = 100000);
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_CORE_SWEEP_H_
