@@ -1,0 +1,48 @@
+// The GPU backend: NCCL collectives on device buffers, one GPU per rank,
+// timed with CUDA events and verified on the device.
+#ifndef RINGMASTER_BACKENDS_CUDA_CUDA_BACKEND_H_
+#define RINGMASTER_BACKENDS_CUDA_CUDA_BACKEND_H_
+
+#include <memory>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/faults.h"
+
+namespace ringmaster {
+
+// GPUs visible to this process; 0 where there is no GPU or no driver
+// (cudaGetDeviceCount then reports an insufficient driver, not 0).
+int CudaDeviceCount();
+
+// Versions readable without a GPU: NCCL and the CUDA runtime.
+BackendInfo CudaLibraryInfo();
+
+class CudaBackend : public CollectiveBackend {
+ public:
+  // Selects GPU `local_rank % CudaDeviceCount()`, creates the NCCL
+  // communicator over all ranks of `control` (unique id broadcast through
+  // it). Every rank must call Create. `setup_s` receives the communicator
+  // setup time in seconds.
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(
+      Control& control, int local_rank, std::vector<Fault> faults,
+      double* setup_s);
+  ~CudaBackend() override;
+
+  BackendInfo Info() const override;
+  absl::Status Prepare(const CollectiveConfig& config) override;
+  absl::StatusOr<double> TimeOps(int iters) override;
+  absl::StatusOr<int64_t> Verify() override;
+
+  // Aborts the communicator (unblocks peers' pending operations).
+  void Abort();
+
+ private:
+  struct Impl;
+  explicit CudaBackend(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_BACKENDS_CUDA_CUDA_BACKEND_H_

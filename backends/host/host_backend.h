@@ -1,0 +1,55 @@
+// The CPU backend: collectives over MPI on host buffers.
+//
+// Runs every case without a GPU, which is how CI tests the whole pipeline.
+// Data is verified with kernels/patterns.h. Faults from core/faults.h can
+// corrupt output on purpose for tests.
+#ifndef RINGMASTER_BACKENDS_HOST_HOST_BACKEND_H_
+#define RINGMASTER_BACKENDS_HOST_HOST_BACKEND_H_
+
+#define OMPI_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/faults.h"
+
+namespace ringmaster {
+
+class HostBackend : public CollectiveBackend {
+ public:
+  // `comm` must outlive the backend. `faults` are applied to this rank.
+  HostBackend(MPI_Comm comm, std::vector<Fault> faults);
+  ~HostBackend() override;
+  HostBackend(const HostBackend&) = delete;
+  HostBackend& operator=(const HostBackend&) = delete;
+
+  BackendInfo Info() const override;
+  absl::Status Prepare(const CollectiveConfig& config) override;
+  absl::StatusOr<double> TimeOps(int iters) override;
+  absl::StatusOr<int64_t> Verify() override;
+
+ private:
+  absl::Status RunOnce();
+  void FillInputs();
+
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int nranks_ = 1;
+  std::vector<Fault> faults_;
+  CollectiveConfig config_;
+  bool prepared_ = false;
+  MPI_Datatype mpi_type_ = MPI_DATATYPE_NULL;
+  MPI_Op mpi_op_ = MPI_OP_NULL;
+  // User-defined ops for 16-bit floats by (dtype, op); freed at destruction.
+  std::map<std::pair<int, int>, MPI_Op> custom_ops_;
+  std::vector<unsigned char> send_;
+  std::vector<unsigned char> recv_;
+};
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_BACKENDS_HOST_HOST_BACKEND_H_

@@ -1,0 +1,136 @@
+#include "coordinator/job_manager.h"
+
+#include <gtest/gtest.h>
+
+namespace ringmaster {
+namespace {
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = Store::Open(":memory:");
+    ASSERT_TRUE(s.ok());
+    store_ = std::move(*s);
+    manager_ = std::make_unique<JobManager>(store_.get());
+    v1::Plan plan;
+    plan.set_name("p");
+    std::vector<v1::Case> cases(3);
+    for (int i = 0; i < 3; ++i) cases[i].set_seq(i);
+    auto job = manager_->CreateJob(plan, cases, 2, {"ringmaster", "run"});
+    ASSERT_TRUE(job.ok());
+    job_ = *job;
+  }
+  v1::Result Result(int seq) {
+    v1::Result r;
+    r.set_job_id(job_.job_id());
+    r.set_attempt(1);
+    r.mutable_case_()->set_seq(seq);
+    r.set_idempotency_key(job_.job_id() + "/1/0/" + std::to_string(seq));
+    return r;
+  }
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<JobManager> manager_;
+  v1::Job job_;
+};
+
+TEST_F(JobManagerTest, RegisterReturnsCasesAndStartsTheJob) {
+  EXPECT_EQ(job_.state(), v1::JOB_PENDING);
+  v1::RegisterRequest req;
+  req.set_job_id(job_.job_id());
+  req.set_rank(1);
+  req.set_world_size(2);
+  req.mutable_fingerprint()->set_host("h1");
+  auto resp = manager_->Register(req);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->job().cases_size(), 3);
+  EXPECT_EQ(resp->job().state(), v1::JOB_RUNNING);
+  auto ranks = manager_->Ranks(job_.job_id());
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_TRUE(ranks[1].registered);
+  EXPECT_FALSE(ranks[0].registered);
+  EXPECT_EQ(ranks[1].fingerprint.host(), "h1");
+  auto ev = manager_->NextEvent(absl::ZeroDuration());
+  ASSERT_TRUE(ev.has_value());
+  EXPECT_EQ(ev->type, JobEvent::Type::kRegistered);
+  EXPECT_EQ(ev->rank, 1);
+}
+
+TEST_F(JobManagerTest, RejectsBadRegistrations) {
+  v1::RegisterRequest req;
+  req.set_job_id("unknown");
+  EXPECT_EQ(manager_->Register(req).status().code(), absl::StatusCode::kNotFound);
+  req.set_job_id(job_.job_id());
+  req.set_world_size(3);
+  EXPECT_EQ(manager_->Register(req).status().code(), absl::StatusCode::kInvalidArgument);
+  req.set_world_size(2);
+  req.set_rank(2);
+  EXPECT_EQ(manager_->Register(req).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(JobManagerTest, ResultsAreStoredOnceAndStamped) {
+  v1::ReportResultsRequest req;
+  req.set_job_id(job_.job_id());
+  req.set_attempt(1);
+  *req.add_results() = Result(0);
+  auto resp = manager_->ReportResults(req);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->accepted(), 1);
+  resp = manager_->ReportResults(req);  // a retry
+  ASSERT_TRUE(resp.ok());
+  EXPECT_EQ(resp->accepted(), 0);
+  EXPECT_EQ(resp->duplicates(), 1);
+  auto stored = manager_->QueryResults(job_.job_id(), -1, 0);
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ((*stored)[0].provenance().command_line_size(), 2);
+  auto ev = manager_->NextEvent(absl::ZeroDuration());
+  ASSERT_TRUE(ev.has_value());
+  EXPECT_EQ(ev->type, JobEvent::Type::kResult);
+  EXPECT_FALSE(manager_->NextEvent(absl::ZeroDuration()).has_value());  // retry silent
+}
+
+TEST_F(JobManagerTest, StaleAttemptsAndLateWritesAreRejected) {
+  v1::ReportResultsRequest req;
+  req.set_job_id(job_.job_id());
+  req.set_attempt(2);
+  *req.add_results() = Result(0);
+  EXPECT_EQ(manager_->ReportResults(req).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  v1::Failure f;
+  f.set_reason(v1::WORKER_EXIT);
+  EXPECT_TRUE(manager_->Finish(job_.job_id(), v1::JOB_FAILED, f));
+  EXPECT_FALSE(manager_->Finish(job_.job_id(), v1::JOB_SUCCEEDED, {}));  // first wins
+  req.set_attempt(1);
+  EXPECT_EQ(manager_->ReportResults(req).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto job = manager_->GetJob(job_.job_id());
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state(), v1::JOB_FAILED);
+  EXPECT_EQ(job->failure().reason(), v1::WORKER_EXIT);
+  auto stored = store_->GetJob(job_.job_id());
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->state(), v1::JOB_FAILED);  // persisted
+  v1::HeartbeatRequest hb;
+  hb.set_job_id(job_.job_id());
+  hb.set_rank(0);
+  auto hbr = manager_->Heartbeat(hb);
+  ASSERT_TRUE(hbr.ok());
+  EXPECT_TRUE(hbr->cancel());
+}
+
+TEST_F(JobManagerTest, FinalReportWithFailureBecomesAnEvent) {
+  v1::ReportResultsRequest req;
+  req.set_job_id(job_.job_id());
+  req.set_attempt(1);
+  req.set_final(true);
+  req.mutable_failure()->set_reason(v1::CONFIG_MISMATCH);
+  ASSERT_TRUE(manager_->ReportResults(req).ok());
+  auto ev = manager_->NextEvent(absl::ZeroDuration());
+  ASSERT_TRUE(ev.has_value());
+  EXPECT_EQ(ev->type, JobEvent::Type::kRankFinal);
+  EXPECT_EQ(ev->failure.reason(), v1::CONFIG_MISMATCH);
+  EXPECT_TRUE(manager_->Ranks(job_.job_id())[0].final);
+}
+
+}  // namespace
+}  // namespace ringmaster

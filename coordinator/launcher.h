@@ -1,0 +1,91 @@
+// Starting workers through mpirun, and watching the process tree.
+//
+// mpirun runs in a session of its own (setsid), so every local rank it
+// starts can be found and reaped by session id even though OpenMPI puts
+// each rank in its own process group. Arguments go to execve as argv,
+// never through a shell.
+#ifndef RINGMASTER_COORDINATOR_LAUNCHER_H_
+#define RINGMASTER_COORDINATOR_LAUNCHER_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ringmaster {
+
+struct MpirunOptions {
+  std::string mpirun = "mpirun";
+  int np = 2;
+  std::string hostfile;            // empty: local host only
+  bool allow_run_as_root = false;  // required by OpenMPI when uid is 0
+  bool oversubscribe = false;      // more ranks than cores
+  std::vector<std::string> forward_env;  // variable names passed with -x
+  std::vector<std::string> extra_args;   // user's extra mpirun arguments
+  std::vector<std::string> worker_argv;  // the worker and its arguments
+};
+
+// The mpirun command line for `options`.
+std::vector<std::string> BuildMpirunArgv(const MpirunOptions& options);
+
+// Names of the variables of `env` (NAME=value strings) that workers need:
+// NCCL_*, CUDA_VISIBLE_DEVICES, LD_LIBRARY_PATH and RINGMASTER_* (an
+// allowlist: nothing else crosses).
+std::vector<std::string> ForwardedEnvNames(const std::vector<std::string>& env);
+
+// A rank failure as mpirun reports it.
+struct RankFailure {
+  int rank = -1;
+  std::string host;
+  std::string detail;  // e.g. "exited on signal 9 (Killed)"
+};
+
+// Recognizes OpenMPI's "mpirun noticed that process rank N with PID P on
+// node H exited on signal S (Name)." (and the exit-code variant).
+std::optional<RankFailure> ParseMpirunFailureLine(std::string_view line);
+
+// "exit code 3" or "signal 9 (Killed)" for a waitpid status.
+std::string DescribeWaitStatus(int status);
+
+// Pids of the live processes of session `sid` (from /proc).
+std::vector<pid_t> ProcessesInSession(pid_t sid);
+
+// A child process in its own session whose stdout and stderr lines are
+// delivered to a callback from a reader thread.
+class ChildProcess {
+ public:
+  using LineCallback = std::function<void(std::string_view line, bool is_stderr)>;
+  // Starts argv[0] (looked up in PATH). `on_line` runs on reader threads
+  // and must be thread-safe.
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(
+      const std::vector<std::string>& argv, LineCallback on_line);
+  ~ChildProcess();  // kills the session if still running, joins readers
+
+  pid_t pid() const { return pid_; }
+  // The waitpid status once the child has exited (non-blocking).
+  std::optional<int> Poll();
+  // SIGTERM to every process of the session, then SIGKILL after `grace`.
+  // Waits for the child itself. Returns how many processes got SIGKILL.
+  int TerminateSession(absl::Duration grace);
+  // Waits for the reader threads to see end of output (after exit).
+  void JoinReaders();
+
+ private:
+  ChildProcess() = default;
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+  std::thread out_reader_;
+  std::thread err_reader_;
+};
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_COORDINATOR_LAUNCHER_H_

@@ -1,0 +1,98 @@
+#include "coordinator/launcher.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <mutex>
+
+namespace ringmaster {
+namespace {
+
+using ::testing::ElementsAre;
+
+TEST(BuildMpirunArgv, ArgvNotShell) {
+  MpirunOptions o;
+  o.np = 4;
+  o.allow_run_as_root = true;
+  o.oversubscribe = true;
+  o.forward_env = {"NCCL_NVLS_ENABLE", "RINGMASTER_TOKEN"};
+  o.worker_argv = {"/bin/worker", "run", "--job", "x; rm -rf /"};
+  EXPECT_THAT(BuildMpirunArgv(o),
+              ElementsAre("mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4",
+                          "--bind-to", "none", "-x", "NCCL_NVLS_ENABLE", "-x",
+                          "RINGMASTER_TOKEN", "/bin/worker", "run", "--job",
+                          "x; rm -rf /"));
+}
+
+TEST(ForwardedEnvNames, Allowlist) {
+  EXPECT_THAT(ForwardedEnvNames({"NCCL_NVLS_ENABLE=0", "HOME=/root", "NCCL_DEBUG=INFO",
+                                 "CUDA_VISIBLE_DEVICES=0,1", "RINGMASTER_TOKEN=abc",
+                                 "AWS_SECRET=x", "LD_LIBRARY_PATH=/x", "=bad"}),
+              ElementsAre("NCCL_NVLS_ENABLE", "NCCL_DEBUG", "CUDA_VISIBLE_DEVICES",
+                          "RINGMASTER_TOKEN", "LD_LIBRARY_PATH"));
+}
+
+TEST(ParseMpirunFailureLine, OpenMpiMessages) {
+  auto f = ParseMpirunFailureLine(
+      "mpirun noticed that process rank 1 with PID 4242 on node vm exited on signal 9 "
+      "(Killed).");
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->rank, 1);
+  EXPECT_EQ(f->host, "vm");
+  EXPECT_EQ(f->detail, "exited on signal 9 (Killed)");
+  EXPECT_FALSE(ParseMpirunFailureLine("all good").has_value());
+}
+
+TEST(DescribeWaitStatus, ExitAndSignal) {
+  EXPECT_EQ(DescribeWaitStatus(3 << 8), "exit code 3");
+  EXPECT_EQ(DescribeWaitStatus(SIGKILL), "signal 9 (Killed)");
+}
+
+TEST(ChildProcess, DeliversLinesAndExitStatus) {
+  std::mutex mu;
+  std::vector<std::string> out, err;
+  auto child = ChildProcess::Spawn({"sh", "-c", "echo one; echo two >&2; exit 7"},
+                                   [&](std::string_view line, bool is_err) {
+                                     std::lock_guard<std::mutex> lock(mu);
+                                     (is_err ? err : out).emplace_back(line);
+                                   });
+  ASSERT_TRUE(child.ok()) << child.status();
+  std::optional<int> status;
+  for (int i = 0; i < 500 && !(status = (*child)->Poll()); ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(DescribeWaitStatus(*status), "exit code 7");
+  (*child)->JoinReaders();
+  EXPECT_THAT(out, ElementsAre("one"));
+  EXPECT_THAT(err, ElementsAre("two"));
+}
+
+TEST(ChildProcess, TerminateSessionReapsGrandchildren) {
+  // The shell starts two background sleepers that ignore SIGTERM, like a
+  // launcher whose ranks live in process groups of their own.
+  auto child = ChildProcess::Spawn(
+      {"sh", "-c", "trap '' TERM; (trap '' TERM; sleep 60) & (trap '' TERM; sleep 60) & wait"},
+      [](std::string_view, bool) {});
+  ASSERT_TRUE(child.ok());
+  pid_t sid = (*child)->pid();
+  for (int i = 0; i < 200 && ProcessesInSession(sid).size() < 3; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_GE(ProcessesInSession(sid).size(), 3u);
+  int killed = (*child)->TerminateSession(absl::Milliseconds(200));
+  EXPECT_GE(killed, 1);
+  EXPECT_TRUE(ProcessesInSession(sid).empty());
+  EXPECT_TRUE((*child)->Poll().has_value());
+}
+
+TEST(ChildProcess, MissingProgram) {
+  auto child = ChildProcess::Spawn({"/nonexistent/program"}, [](std::string_view, bool) {});
+  EXPECT_FALSE(child.ok());
+}
+
+}  // namespace
+}  // namespace ringmaster

@@ -1,0 +1,190 @@
+#include "coordinator/store.h"
+
+#include <sqlite3.h>
+
+#include "absl/strings/str_format.h"
+
+namespace ringmaster {
+namespace {
+
+absl::Status SqlError(sqlite3* db, const char* what) {
+  return absl::InternalError(absl::StrFormat("sqlite: %s: %s", what, sqlite3_errmsg(db)));
+}
+
+// Finalizes a prepared statement on scope exit.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  bool ok() const { return rc_ == SQLITE_OK; }
+  sqlite3_stmt* get() { return stmt_; }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_ = SQLITE_ERROR;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    absl::Status s = absl::UnavailableError(absl::StrFormat(
+        "%s: cannot open results store: %s", path, db ? sqlite3_errmsg(db) : "out of memory"));
+    sqlite3_close(db);
+    return s;
+  }
+  sqlite3_busy_timeout(db, 5000);
+  std::unique_ptr<Store> store(new Store(db));
+  absl::MutexLock lock(&store->mu_);
+  const char* setup[] = {
+      "PRAGMA journal_mode=WAL",
+      "PRAGMA synchronous=FULL",
+      "PRAGMA foreign_keys=ON",
+      "CREATE TABLE IF NOT EXISTS jobs ("
+      " job_id TEXT PRIMARY KEY, state INTEGER NOT NULL, created_at TEXT,"
+      " finished_at TEXT, job BLOB NOT NULL)",
+      "CREATE TABLE IF NOT EXISTS results ("
+      " idempotency_key TEXT PRIMARY KEY, job_id TEXT NOT NULL, attempt INTEGER,"
+      " rank INTEGER, seq INTEGER, status INTEGER, busbw_gbps REAL,"
+      " result BLOB NOT NULL)",
+      "CREATE INDEX IF NOT EXISTS results_by_job ON results(job_id, seq)",
+  };
+  for (const char* sql : setup) {
+    absl::Status s = store->Exec(sql);
+    if (!s.ok()) return s;
+  }
+  // quick_check at start: refuse to run on a damaged store.
+  Statement check(db, "PRAGMA quick_check");
+  if (!check.ok() || sqlite3_step(check.get()) != SQLITE_ROW) {
+    return SqlError(db, "quick_check");
+  }
+  std::string verdict = reinterpret_cast<const char*>(sqlite3_column_text(check.get(), 0));
+  if (verdict != "ok") {
+    return absl::DataLossError(absl::StrFormat("%s: quick_check: %s", path, verdict));
+  }
+  return store;
+}
+
+Store::~Store() {
+  absl::MutexLock lock(&mu_);
+  sqlite3_close(db_);
+}
+
+absl::Status Store::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    absl::Status s = absl::InternalError(absl::StrFormat("sqlite: %s: %s", sql, err ? err : "?"));
+    sqlite3_free(err);
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Store::PutJob(const v1::Job& job) {
+  absl::MutexLock lock(&mu_);
+  Statement st(db_,
+               "INSERT OR REPLACE INTO jobs(job_id, state, created_at, finished_at, job)"
+               " VALUES(?, ?, ?, ?, ?)");
+  if (!st.ok()) return SqlError(db_, "prepare PutJob");
+  std::string blob = job.SerializeAsString();
+  sqlite3_bind_text(st.get(), 1, job.job_id().c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int(st.get(), 2, job.state());
+  sqlite3_bind_text(st.get(), 3, job.created_at().c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st.get(), 4, job.finished_at().c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_blob(st.get(), 5, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+  if (sqlite3_step(st.get()) != SQLITE_DONE) return SqlError(db_, "PutJob");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Job> Store::GetJob(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  Statement st(db_, "SELECT job FROM jobs WHERE job_id = ?");
+  if (!st.ok()) return SqlError(db_, "prepare GetJob");
+  sqlite3_bind_text(st.get(), 1, job_id.c_str(), -1, SQLITE_TRANSIENT);
+  int rc = sqlite3_step(st.get());
+  if (rc == SQLITE_DONE) return absl::NotFoundError("no job " + job_id);
+  if (rc != SQLITE_ROW) return SqlError(db_, "GetJob");
+  v1::Job job;
+  const void* data = sqlite3_column_blob(st.get(), 0);
+  int len = sqlite3_column_bytes(st.get(), 0);
+  if (!job.ParseFromArray(data, len)) return absl::DataLossError("corrupt job row " + job_id);
+  return job;
+}
+
+absl::StatusOr<Store::InsertCounts> Store::InsertResults(
+    const std::vector<v1::Result>& results, int reporting_rank) {
+  absl::MutexLock lock(&mu_);
+  InsertCounts counts;
+  if (results.empty()) return counts;
+  absl::Status s = Exec("BEGIN IMMEDIATE");
+  if (!s.ok()) return s;
+  {
+    Statement st(db_,
+                 "INSERT OR IGNORE INTO results(idempotency_key, job_id, attempt, rank,"
+                 " seq, status, busbw_gbps, result) VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
+    if (!st.ok()) {
+      Exec("ROLLBACK").IgnoreError();
+      return SqlError(db_, "prepare InsertResults");
+    }
+    for (const v1::Result& r : results) {
+      std::string blob = r.SerializeAsString();
+      sqlite3_reset(st.get());
+      sqlite3_bind_text(st.get(), 1, r.idempotency_key().c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(st.get(), 2, r.job_id().c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_int(st.get(), 3, r.attempt());
+      sqlite3_bind_int(st.get(), 4, reporting_rank);
+      sqlite3_bind_int64(st.get(), 5, r.case_().seq());
+      sqlite3_bind_int(st.get(), 6, r.status());
+      sqlite3_bind_double(st.get(), 7, r.busbw_gbps());
+      sqlite3_bind_blob(st.get(), 8, blob.data(), static_cast<int>(blob.size()),
+                        SQLITE_TRANSIENT);
+      if (sqlite3_step(st.get()) != SQLITE_DONE) {
+        absl::Status e = SqlError(db_, "InsertResults");
+        Exec("ROLLBACK").IgnoreError();
+        return e;
+      }
+      if (sqlite3_changes(db_) == 1) {
+        ++counts.accepted;
+      } else {
+        ++counts.duplicates;
+      }
+    }
+  }
+  s = Exec("COMMIT");
+  if (!s.ok()) {
+    Exec("ROLLBACK").IgnoreError();
+    return s;
+  }
+  return counts;
+}
+
+absl::StatusOr<std::vector<v1::Result>> Store::Results(const std::string& job_id,
+                                                       int64_t after_seq, int limit) {
+  absl::MutexLock lock(&mu_);
+  Statement st(db_,
+               "SELECT result FROM results WHERE job_id = ? AND seq > ?"
+               " ORDER BY seq, attempt LIMIT ?");
+  if (!st.ok()) return SqlError(db_, "prepare Results");
+  sqlite3_bind_text(st.get(), 1, job_id.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st.get(), 2, after_seq);
+  sqlite3_bind_int(st.get(), 3, limit > 0 ? limit : -1);
+  std::vector<v1::Result> out;
+  int rc;
+  while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
+    v1::Result r;
+    if (!r.ParseFromArray(sqlite3_column_blob(st.get(), 0), sqlite3_column_bytes(st.get(), 0))) {
+      return absl::DataLossError("corrupt result row in job " + job_id);
+    }
+    out.push_back(std::move(r));
+  }
+  if (rc != SQLITE_DONE) return SqlError(db_, "Results");
+  return out;
+}
+
+}  // namespace ringmaster

@@ -1,0 +1,90 @@
+#include "coordinator/store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace ringmaster {
+namespace {
+
+v1::Result MakeResult(const std::string& job, int seq) {
+  v1::Result r;
+  r.set_job_id(job);
+  r.set_attempt(1);
+  r.mutable_case_()->set_seq(seq);
+  r.set_status(v1::OK);
+  r.set_busbw_gbps(seq * 1.5);
+  r.set_idempotency_key(job + "/1/0/" + std::to_string(seq));
+  return r;
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("rm_store_test_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    path_ = (dir_ / "store.db").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+  std::string path_;
+};
+
+TEST_F(StoreTest, UsesWalAndFullSync) {
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, nullptr);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "wal");
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+TEST_F(StoreTest, ResultsAreIdempotentAndSurviveReopen) {
+  {
+    auto store = Store::Open(path_);
+    ASSERT_TRUE(store.ok());
+    v1::Job job;
+    job.set_job_id("j1");
+    job.set_state(v1::JOB_RUNNING);
+    ASSERT_TRUE((*store)->PutJob(job).ok());
+    auto counts = (*store)->InsertResults({MakeResult("j1", 0), MakeResult("j1", 1)}, 0);
+    ASSERT_TRUE(counts.ok());
+    EXPECT_EQ(counts->accepted, 2);
+    EXPECT_EQ(counts->duplicates, 0);
+    counts = (*store)->InsertResults({MakeResult("j1", 1), MakeResult("j1", 2)}, 0);
+    ASSERT_TRUE(counts.ok());
+    EXPECT_EQ(counts->accepted, 1);
+    EXPECT_EQ(counts->duplicates, 1);
+  }
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok());
+  auto results = (*store)->Results("j1", -1, 0);
+  ASSERT_TRUE(results.ok());
+  ASSERT_EQ(results->size(), 3u);
+  EXPECT_EQ((*results)[2].case_().seq(), 2);
+  EXPECT_DOUBLE_EQ((*results)[2].busbw_gbps(), 3.0);
+  auto after = (*store)->Results("j1", 0, 1);
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(after->size(), 1u);
+  EXPECT_EQ((*after)[0].case_().seq(), 1);
+  auto job = (*store)->GetJob("j1");
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state(), v1::JOB_RUNNING);
+  EXPECT_EQ((*store)->GetJob("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, UnopenablePathIsAnError) {
+  auto store = Store::Open((dir_ / "missing-dir" / "x.db").string());
+  EXPECT_FALSE(store.ok());
+}
+
+}  // namespace
+}  // namespace ringmaster

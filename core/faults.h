@@ -1,0 +1,39 @@
+// Fault injection for tests: makes failures reproducible without a GPU.
+//
+// Set RINGMASTER_FAULT on the workers, e.g. "crash:rank=1:seq=3" or
+// "hang:rank=0:seq=2;corrupt:rank=1". Several faults are separated by ';'.
+//   crash    the rank SIGKILLs itself when it starts case `seq`
+//   exit     the rank exits with code 3 when it starts case `seq`
+//   hang     the rank stops making progress at case `seq` (sleeps forever)
+//   corrupt  the rank flips one output element when verifying
+//   mismatch the rank reports a different build id in its fingerprint
+// Never set in production; the worker logs every fault it applies.
+#ifndef RINGMASTER_CORE_FAULTS_H_
+#define RINGMASTER_CORE_FAULTS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ringmaster {
+
+struct Fault {
+  enum class Kind { kCrash, kExit, kHang, kCorrupt, kMismatch };
+  Kind kind = Kind::kCrash;
+  int rank = -1;    // -1: every rank
+  int64_t seq = 0;  // case sequence number where it fires (crash/exit/hang)
+};
+
+absl::StatusOr<std::vector<Fault>> ParseFaults(std::string_view text);
+
+// The first fault of `kind` that applies to `rank` (and `seq` when given).
+std::optional<Fault> FindFault(const std::vector<Fault>& faults,
+                               Fault::Kind kind, int rank,
+                               std::optional<int64_t> seq = std::nullopt);
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_CORE_FAULTS_H_

@@ -1,0 +1,31 @@
+#include "core/faults.h"
+
+#include <gtest/gtest.h>
+
+namespace ringmaster {
+namespace {
+
+TEST(ParseFaults, Several) {
+  auto faults = ParseFaults("crash:rank=1:seq=3; corrupt:rank=0;hang");
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  ASSERT_EQ(faults->size(), 3u);
+  EXPECT_EQ((*faults)[0].kind, Fault::Kind::kCrash);
+  EXPECT_EQ((*faults)[0].rank, 1);
+  EXPECT_EQ((*faults)[0].seq, 3);
+  EXPECT_EQ((*faults)[1].kind, Fault::Kind::kCorrupt);
+  EXPECT_EQ((*faults)[2].rank, -1);
+  EXPECT_TRUE(FindFault(*faults, Fault::Kind::kCrash, 1, 3).has_value());
+  EXPECT_FALSE(FindFault(*faults, Fault::Kind::kCrash, 0, 3).has_value());
+  EXPECT_FALSE(FindFault(*faults, Fault::Kind::kCrash, 1, 2).has_value());
+  EXPECT_TRUE(FindFault(*faults, Fault::Kind::kHang, 7, 0).has_value());
+}
+
+TEST(ParseFaults, Errors) {
+  EXPECT_FALSE(ParseFaults("explode").ok());
+  EXPECT_FALSE(ParseFaults("crash:rank=x").ok());
+  EXPECT_FALSE(ParseFaults("crash:colour=1").ok());
+  EXPECT_TRUE(ParseFaults("").ok());
+}
+
+}  // namespace
+}  // namespace ringmaster

@@ -1,0 +1,100 @@
+#include "worker/coordinator_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "ringmaster/v1/coordinator.grpc.pb.h"
+
+namespace ringmaster {
+namespace {
+
+constexpr absl::Duration kCallDeadline = absl::Seconds(5);
+constexpr int kReportAttempts = 6;
+
+absl::Status FromGrpc(const grpc::Status& s, const char* call) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      absl::StrFormat("%s: %s", call, s.error_message()));
+}
+
+bool Transient(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+class GrpcCoordinatorClient : public CoordinatorClient {
+ public:
+  GrpcCoordinatorClient(const std::string& address, const std::string& token)
+      : token_(token) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+    args.SetMaxReceiveMessageSize(64 << 20);
+    stub_ = v1::Coordinator::NewStub(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  }
+
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request,
+                                                absl::Duration wait) override {
+    absl::Time give_up = absl::Now() + wait;
+    absl::Duration backoff = absl::Milliseconds(50);
+    while (true) {
+      grpc::ClientContext ctx;
+      Prepare(&ctx);
+      v1::RegisterResponse response;
+      grpc::Status s = stub_->Register(&ctx, request, &response);
+      if (s.ok()) return response;
+      if (!Transient(s) || absl::Now() + backoff > give_up) return FromGrpc(s, "Register");
+      absl::SleepFor(backoff);
+      backoff = std::min(backoff * 2, absl::Seconds(1));
+    }
+  }
+
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(
+      const v1::HeartbeatRequest& request) override {
+    grpc::ClientContext ctx;
+    Prepare(&ctx);
+    v1::HeartbeatResponse response;
+    grpc::Status s = stub_->Heartbeat(&ctx, request, &response);
+    if (!s.ok()) return FromGrpc(s, "Heartbeat");
+    return response;
+  }
+
+  absl::StatusOr<v1::ReportResultsResponse> ReportResults(
+      const v1::ReportResultsRequest& request) override {
+    absl::Duration backoff = absl::Milliseconds(100);
+    grpc::Status s;
+    for (int attempt = 0; attempt < kReportAttempts; ++attempt) {
+      grpc::ClientContext ctx;
+      Prepare(&ctx);
+      v1::ReportResultsResponse response;
+      s = stub_->ReportResults(&ctx, request, &response);
+      if (s.ok()) return response;
+      if (!Transient(s)) break;
+      absl::SleepFor(backoff);
+      backoff = std::min(backoff * 2, absl::Seconds(2));
+    }
+    return FromGrpc(s, "ReportResults");
+  }
+
+ private:
+  void Prepare(grpc::ClientContext* ctx) const {
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      absl::ToChronoMilliseconds(kCallDeadline));
+    ctx->AddMetadata("authorization", "Bearer " + token_);
+  }
+
+  std::string token_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+};
+
+}  // namespace
+
+std::unique_ptr<CoordinatorClient> CoordinatorClient::Create(
+    const std::string& address, const std::string& token) {
+  return std::make_unique<GrpcCoordinatorClient>(address, token);
+}
+
+}  // namespace ringmaster

@@ -1,0 +1,356 @@
+// ringmaster-worker: one rank of a benchmark job, started by a launcher
+// (mpirun today), never by hand.
+//
+//   ringmaster-worker run --coordinator HOST:PORT --job ID [--backend auto]
+//   ringmaster-worker probe        # prints what this machine has, as JSON
+//
+// The run token comes from the RINGMASTER_TOKEN environment variable (not
+// argv, which other users can read). Exit codes: 0 done, 3 fault-injected
+// exit, 4 coordinator unreachable, 5 config mismatch, 6 failed case run.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "backends/host/host_backend.h"
+#include "backends/host/mpi_control.h"
+#include "core/build_info.h"
+#include "core/faults.h"
+#include "core/fingerprint.h"
+#include "core/names.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+#include "worker/case_runner.h"
+#include "worker/coordinator_client.h"
+#ifdef RINGMASTER_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
+
+extern char** environ;
+
+namespace ringmaster {
+namespace {
+
+constexpr int kExitCoordinator = 4;
+constexpr int kExitMismatch = 5;
+constexpr int kExitFailed = 6;
+
+int GpuCount() {
+#ifdef RINGMASTER_HAVE_CUDA
+  return CudaDeviceCount();
+#else
+  return 0;
+#endif
+}
+
+std::string Hostname() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+std::map<std::string, std::string> NcclEnv() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    if (!absl::StartsWith(kv, "NCCL_")) continue;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+int Probe() {
+  nlohmann::json out;
+  out["gpus"] = GpuCount();
+#ifdef RINGMASTER_HAVE_CUDA
+  BackendInfo info = CudaLibraryInfo();
+  out["cuda_backend"] = true;
+  out["nccl_version"] = info.nccl_version;
+  out["cuda_runtime_version"] = info.cuda_runtime_version;
+  out["driver_version"] = info.driver_version;
+#else
+  out["cuda_backend"] = false;
+#endif
+  out["host"] = Hostname();
+  out["build"] = GitSha();
+  std::cout << out.dump() << std::endl;
+  return 0;
+}
+
+// Sends heartbeats with the rank's progress until stopped; raises
+// `cancelled` when the coordinator says the job is over.
+class HeartbeatThread {
+ public:
+  HeartbeatThread(CoordinatorClient* client, std::string job_id, int rank,
+                  int attempt, absl::Duration interval)
+      : client_(client), job_id_(std::move(job_id)), rank_(rank),
+        attempt_(attempt), interval_(interval) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~HeartbeatThread() {
+    stop_.Notify();
+    thread_.join();
+  }
+  void SetProgress(int64_t seq) { progress_.store(seq); }
+  bool cancelled() const { return cancelled_.load(); }
+
+ private:
+  void Loop() {
+    while (!stop_.WaitForNotificationWithTimeout(interval_)) {
+      v1::HeartbeatRequest req;
+      req.set_job_id(job_id_);
+      req.set_rank(rank_);
+      req.set_attempt(attempt_);
+      req.set_progress_seq(progress_.load());
+      auto resp = client_->Heartbeat(req);
+      if (resp.ok() && resp->cancel()) cancelled_.store(true);
+    }
+  }
+  CoordinatorClient* client_;
+  std::string job_id_;
+  int rank_;
+  int attempt_;
+  absl::Duration interval_;
+  std::atomic<int64_t> progress_{-1};
+  std::atomic<bool> cancelled_{false};
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
+// Applies crash/exit/hang faults scheduled for case `seq` on `rank`.
+void MaybeInjectFault(const std::vector<Fault>& faults, int rank, int64_t seq) {
+  if (FindFault(faults, Fault::Kind::kCrash, rank, seq)) {
+    spdlog::warn("rank {}: fault injection: SIGKILL at case {}", rank, seq);
+    raise(SIGKILL);
+  }
+  if (FindFault(faults, Fault::Kind::kExit, rank, seq)) {
+    spdlog::warn("rank {}: fault injection: exit(3) at case {}", rank, seq);
+    std::_Exit(3);
+  }
+  if (FindFault(faults, Fault::Kind::kHang, rank, seq)) {
+    spdlog::warn("rank {}: fault injection: hanging at case {}", rank, seq);
+    while (true) pause();
+  }
+}
+
+struct RunArgs {
+  std::string coordinator;
+  std::string job_id;
+  std::string backend = "auto";
+  int attempt = 1;
+};
+
+int Run(const RunArgs& args, int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MpiControl control(MPI_COMM_WORLD);
+  const int rank = control.rank();
+  const int nranks = control.size();
+  MPI_Comm node_comm;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                      &node_comm);
+  int local_rank = 0;
+  MPI_Comm_rank(node_comm, &local_rank);
+  MPI_Comm_free(&node_comm);
+
+  auto fail = [&](int code, const std::string& message) {
+    spdlog::error("rank {}: {}", rank, message);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    return code;
+  };
+
+  const char* token = std::getenv("RINGMASTER_TOKEN");
+  auto faults = ParseFaults(std::getenv("RINGMASTER_FAULT") ? std::getenv("RINGMASTER_FAULT") : "");
+  if (!faults.ok()) return fail(2, std::string(faults.status().message()));
+
+  // The backend: cuda when this rank has a GPU (auto), agreed through the
+  // fingerprint comparison below.
+  std::string backend_name = args.backend;
+  if (backend_name == "auto") backend_name = GpuCount() > 0 ? "cuda" : "host";
+#ifndef RINGMASTER_HAVE_CUDA
+  if (backend_name == "cuda") {
+    return fail(2, "this worker was built without the CUDA backend");
+  }
+#endif
+
+  v1::Fingerprint fp;
+  fp.set_host(Hostname());
+  fp.set_pid(static_cast<int32_t>(getpid()));
+  fp.set_build_id(GitSha());
+  fp.set_backend(backend_name);
+  fp.set_mpi_version(MpiLibraryVersion());
+  fp.set_local_rank(local_rank);
+  for (const auto& [k, v] : NcclEnv()) (*fp.mutable_nccl_env())[k] = v;
+#ifdef RINGMASTER_HAVE_CUDA
+  if (backend_name == "cuda") {
+    BackendInfo lib = CudaLibraryInfo();
+    fp.set_nccl_version(lib.nccl_version);
+    fp.set_cuda_runtime_version(lib.cuda_runtime_version);
+    fp.set_driver_version(lib.driver_version);
+  }
+#endif
+  if (FindFault(*faults, Fault::Kind::kMismatch, rank)) {
+    spdlog::warn("rank {}: fault injection: fingerprint mismatch", rank);
+    fp.set_build_id(fp.build_id() + "-mismatch");
+  }
+
+  auto client = CoordinatorClient::Create(args.coordinator, token ? token : "");
+  v1::RegisterRequest reg;
+  reg.set_job_id(args.job_id);
+  reg.set_rank(rank);
+  reg.set_world_size(nranks);
+  *reg.mutable_fingerprint() = fp;
+  auto registered = client->Register(reg, absl::Seconds(30));
+  if (!registered.ok()) {
+    return fail(kExitCoordinator, std::string(registered.status().message()));
+  }
+  const v1::Job& job = registered->job();
+  fp.set_plan_sha256(job.plan().source_sha256());
+  const int attempt = job.attempt() > 0 ? job.attempt() : args.attempt;
+
+  auto send_final = [&](const v1::Failure* failure) {
+    v1::ReportResultsRequest req;
+    req.set_job_id(args.job_id);
+    req.set_rank(rank);
+    req.set_attempt(attempt);
+    req.set_final(true);
+    if (failure) *req.mutable_failure() = *failure;
+    auto s = client->ReportResults(req);
+    if (!s.ok()) spdlog::error("rank {}: final report: {}", rank, s.status().ToString());
+  };
+
+  // Fingerprints are compared before the first collective: a mismatch is a
+  // clear failure on every rank, never a hang.
+  auto all = control.AllGatherStrings(fp.SerializeAsString());
+  if (!all.ok()) return fail(kExitFailed, std::string(all.status().message()));
+  std::vector<v1::Fingerprint> fps(nranks);
+  for (int r = 0; r < nranks; ++r) fps[r].ParseFromString((*all)[r]);
+  if (auto mismatch = CompareFingerprints(fps)) {
+    if (rank == 0) {
+      v1::Failure f;
+      f.set_reason(v1::CONFIG_MISMATCH);
+      f.set_rank(mismatch->ranks.empty() ? -1 : mismatch->ranks[0]);
+      if (f.rank() >= 0) f.set_host(fps[f.rank()].host());
+      f.set_detail(mismatch->detail);
+      send_final(&f);
+      spdlog::error("config_mismatch: {}", mismatch->detail);
+    }
+    MPI_Finalize();
+    return kExitMismatch;
+  }
+
+  HeartbeatThread heartbeat(client.get(), args.job_id, rank, attempt,
+                            absl::Milliseconds(registered->heartbeat_interval_ms() > 0
+                                                   ? registered->heartbeat_interval_ms()
+                                                   : 500));
+
+  std::unique_ptr<CollectiveBackend> backend;
+  double setup_s = 0;
+  if (backend_name == "cuda") {
+#ifdef RINGMASTER_HAVE_CUDA
+    auto cuda = CudaBackend::Create(control, local_rank, *faults, &setup_s);
+    if (!cuda.ok()) {
+      v1::Failure f;
+      f.set_reason(v1::BACKEND_ERROR);
+      f.set_rank(rank);
+      f.set_host(fp.host());
+      f.set_detail(std::string(cuda.status().message()));
+      send_final(&f);
+      return fail(kExitFailed, f.detail());
+    }
+    backend = std::move(*cuda);
+    if (rank == 0) spdlog::info("NCCL communicator ready in {:.3f} s", setup_s);
+#endif
+  } else {
+    backend = std::make_unique<HostBackend>(MPI_COMM_WORLD, *faults);
+  }
+  BackendInfo info = backend->Info();
+
+  // Provenance: what ran where, gathered from the ranks' fingerprints.
+  v1::Provenance prov;
+  auto models = control.AllGatherStrings(info.gpu_model);
+  for (int r = 0; r < nranks; ++r) {
+    prov.add_hosts(fps[r].host());
+    prov.add_gpu_models(models.ok() ? (*models)[r] : "");
+  }
+  prov.set_backend(info.name);
+  prov.set_driver_version(info.driver_version);
+  prov.set_cuda_runtime_version(info.cuda_runtime_version);
+  prov.set_nccl_version(info.nccl_version);
+  prov.set_mpi_version(fp.mpi_version());
+  for (const auto& [k, v] : fp.nccl_env()) (*prov.mutable_nccl_env())[k] = v;
+  prov.set_git_sha(GitSha());
+  prov.set_build_id(GitSha());
+  prov.set_ringmaster_version(RingmasterVersion());
+  // command_line and started_at are stamped by the coordinator, which
+  // knows how the job was launched.
+
+  for (const v1::Case& c : job.cases()) {
+    if (heartbeat.cancelled()) {
+      spdlog::warn("rank {}: job cancelled by the coordinator", rank);
+      MPI_Abort(MPI_COMM_WORLD, kExitFailed);
+    }
+    MaybeInjectFault(*faults, rank, c.seq());
+    v1::Result result = RunCase(c, *backend, control);
+    heartbeat.SetProgress(c.seq());
+    if (rank != 0) continue;
+    result.set_schema_version(v1::SCHEMA_VERSION_1);
+    result.set_job_id(args.job_id);
+    result.set_attempt(attempt);
+    *result.mutable_provenance() = prov;
+    result.set_idempotency_key(
+        absl::StrFormat("%s/%d/%d/%d", args.job_id, attempt, rank, c.seq()));
+    if (result.status() != v1::OK && result.failure().rank() >= 0 &&
+        result.failure().rank() < nranks) {
+      result.mutable_failure()->set_host(fps[result.failure().rank()].host());
+    }
+    v1::ReportResultsRequest req;
+    req.set_job_id(args.job_id);
+    req.set_rank(rank);
+    req.set_attempt(attempt);
+    *req.add_results() = std::move(result);
+    auto sent = client->ReportResults(req);
+    if (!sent.ok()) {
+      return fail(kExitCoordinator, std::string(sent.status().message()));
+    }
+  }
+
+  if (rank == 0) send_final(nullptr);
+  control.Barrier().IgnoreError();
+  backend.reset();
+  MPI_Finalize();
+  return 0;
+}
+
+}  // namespace
+}  // namespace ringmaster
+
+int main(int argc, char** argv) {
+  spdlog::set_pattern("[%H:%M:%S.%e] [worker] [%l] %v");
+  CLI::App app{"ringmaster-worker: one rank of a Ringmaster job (started by a launcher)"};
+  app.require_subcommand(1);
+  ringmaster::RunArgs args;
+  auto* run = app.add_subcommand("run", "Register with the coordinator and run the job's cases");
+  run->add_option("--coordinator", args.coordinator, "Coordinator address host:port")->required();
+  run->add_option("--job", args.job_id, "Job id")->required();
+  run->add_option("--backend", args.backend, "auto, host or cuda")
+      ->check(CLI::IsMember({"auto", "host", "cuda"}));
+  run->add_option("--attempt", args.attempt, "Attempt number");
+  run->allow_extras();  // MPI may append its own arguments
+  auto* probe = app.add_subcommand("probe", "Print GPUs and library versions as JSON");
+  CLI11_PARSE(app, argc, argv);
+  if (probe->parsed()) return ringmaster::Probe();
+  return ringmaster::Run(args, argc, argv);
+}
