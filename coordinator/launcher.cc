@@ -166,12 +166,23 @@ std::optional<int> ChildProcess::Poll() {
 }
 
 int ChildProcess::TerminateSession(absl::Duration grace) {
-  for (pid_t p : ProcessesInSession(pid_)) kill(p, SIGTERM);
-  absl::Time deadline = absl::Now() + grace;
-  while (absl::Now() < deadline) {
-    Poll();
-    if (status_ && ProcessesInSession(pid_).empty()) return 0;
-    absl::SleepFor(absl::Milliseconds(20));
+  auto wait_until = [this](absl::Time deadline, bool whole_session) {
+    while (absl::Now() < deadline) {
+      Poll();
+      if (status_ && (!whole_session || ProcessesInSession(pid_).empty())) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  };
+  // The launcher first: mpirun tears its ranks down itself and may crash
+  // when its ranks are signalled under it.
+  if (!Poll()) {
+    kill(pid_, SIGTERM);
+    wait_until(absl::Now() + grace, /*whole_session=*/false);
+  }
+  if (!ProcessesInSession(pid_).empty()) {
+    for (pid_t p : ProcessesInSession(pid_)) kill(p, SIGTERM);
+    if (wait_until(absl::Now() + grace / 2, /*whole_session=*/true)) return 0;
   }
   int killed = 0;
   for (pid_t p : ProcessesInSession(pid_)) {

@@ -72,8 +72,9 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
   // The waitpid status once the child has exited (non-blocking).
   std::optional<int> Poll();
-  // SIGTERM to every process of the session, then SIGKILL after `grace`.
-  // Waits for the child itself. Returns how many processes got SIGKILL.
+  // SIGTERM to the child, then (after `grace`) to every process of its
+  // session, then SIGKILL to whatever is left. Waits for the child itself.
+  // Returns how many processes got SIGKILL.
   int TerminateSession(absl::Duration grace);
   // Waits for the reader threads to see end of output (after exit).
   void JoinReaders();

@@ -1,0 +1,45 @@
+// `ringmaster run`: the main job. Validates a plan, starts an embedded
+// coordinator on loopback, launches the workers through mpirun, shows
+// results as they arrive, stores them, and ends with a verdict.
+#ifndef RINGMASTER_CLI_RUN_COMMAND_H_
+#define RINGMASTER_CLI_RUN_COMMAND_H_
+
+#include <string>
+#include <vector>
+
+namespace ringmaster {
+
+struct RunOptions {
+  std::string plan_path;           // empty: plans/quickstart.yaml
+  int np = 0;                      // 0: plan's ranks, else GPUs, else 2
+  std::string out_dir = "ringmaster-results";
+  std::string backend = "auto";    // auto, host, cuda
+  std::string hostfile;
+  std::string mpirun = "mpirun";
+  std::vector<std::string> mpirun_args;
+  double timeout_s = 0;            // 0: derived from the plan
+  double registration_timeout_s = 60;
+  double heartbeat_timeout_s = 15;
+  bool quiet = false;              // no launcher output echoed
+};
+
+// Exit codes of the `ringmaster` binary.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitJobFailed = 1;
+inline constexpr int kExitUsage = 2;  // bad plan or arguments; nothing written
+inline constexpr int kExitInternal = 3;
+
+// Runs the job; returns the process exit code. `command_line` is recorded
+// in every result's provenance.
+int RunCommand(const RunOptions& options, const std::vector<std::string>& command_line);
+
+// Validates a plan and prints its expansion summary; exit code as above.
+int ValidateCommand(const std::string& plan_path);
+
+// Where the default plan is found: $RINGMASTER_PLANS_DIR, ./plans, and the
+// plans folder next to the installed or built binary.
+std::string FindDefaultPlan();
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_CLI_RUN_COMMAND_H_
