@@ -1,0 +1,232 @@
+// End-to-end tests of `ringmaster run` on the host backend: real mpirun,
+// real workers, real coordinator, checked through the durable store.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "absl/synchronization/mutex.h"
+#include "coordinator/launcher.h"
+#include "coordinator/store.h"
+
+namespace ringmaster {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+struct Outcome {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  double seconds = 0;
+};
+
+// Runs the ringmaster binary with `args` and extra environment.
+Outcome RunRingmaster(const std::vector<std::string>& args,
+            const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  std::vector<std::string> argv = {"env"};
+  for (const auto& [k, v] : env) argv.push_back(k + "=" + v);
+  argv.push_back(std::string(RINGMASTER_BIN_DIR) + "/ringmaster");
+  argv.insert(argv.end(), args.begin(), args.end());
+  Outcome o;
+  absl::Mutex mu;
+  auto start = std::chrono::steady_clock::now();
+  auto child = ChildProcess::Spawn(argv, [&](std::string_view line, bool is_err) {
+    absl::MutexLock lock(&mu);
+    (is_err ? o.err : o.out).append(line.data(), line.size()).append("\n");
+  });
+  if (!child.ok()) {
+    o.err = std::string(child.status().message());
+    return o;
+  }
+  std::optional<int> status;
+  while (!(status = (*child)->Poll())) usleep(10000);
+  (*child)->JoinReaders();
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  o.exit_code = WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
+  return o;
+}
+
+std::string JobId(const Outcome& o) {
+  std::smatch m;
+  static const std::regex kJob(R"(ringmaster: job (\S+):)");
+  return std::regex_search(o.err, m, kJob) ? m[1].str() : "";
+}
+
+// Live processes whose command line mentions `needle`.
+int ProcessesMentioning(const std::string& needle) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (cmd.find(needle) != std::string::npos && std::to_string(getpid()) != name) ++n;
+  }
+  return n;
+}
+
+class RunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("rm_it_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    plan_ = (dir_ / "plan.yaml").string();
+    std::ofstream(plan_) << R"(name: it
+cases:
+  - name: ar
+    collective: all_reduce
+    sizes: {min: 8B, max: 1MiB, factor: 8}
+    dtypes: [float32, int32, bfloat16]
+    placement: both
+    timing: {warmup: 1, min_samples: 3, max_samples: 10, target_ci: 0.05, max_time: 0.2s}
+)";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+  std::string plan_;
+};
+
+TEST_F(RunTest, FourHostRanksStoreVerifiedResults) {
+  std::string out = (dir_ / "results").string();
+  Outcome o = RunRingmaster({"run", plan_, "--np", "4", "--backend", "host", "--out", out, "--quiet"});
+  ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+  EXPECT_THAT(o.out, HasSubstr("# status: SUCCEEDED"));
+  std::string job = JobId(o);
+  ASSERT_FALSE(job.empty()) << o.err;
+  auto store = Store::Open(out + "/ringmaster.db");
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto results = (*store)->Results(job, -1, 0);
+  ASSERT_TRUE(results.ok());
+  // sizes 8, 64, 512, 4096, 32768, 262144 B x 3 dtypes x 2 placements.
+  ASSERT_EQ(results->size(), 36u);
+  for (const v1::Result& r : *results) {
+    SCOPED_TRACE(r.idempotency_key());
+    EXPECT_EQ(r.status(), v1::OK) << r.failure().detail();
+    EXPECT_EQ(r.nranks(), 4);
+    EXPECT_EQ(r.wrong_elements(), 0);
+    EXPECT_GE(r.stats().samples(), 3);
+    EXPECT_GT(r.algbw_gbps(), 0);
+    EXPECT_NEAR(r.busbw_gbps(), r.algbw_gbps() * 2.0 * 3 / 4, 1e-9 * r.busbw_gbps());
+    EXPECT_EQ(r.provenance().hosts_size(), 4);
+    EXPECT_EQ(r.provenance().backend(), "host (MPI)");
+    EXPECT_FALSE(r.provenance().git_sha().empty());
+    EXPECT_GE(r.provenance().command_line_size(), 3);
+    EXPECT_EQ(r.rank_median_s_size(), 4);
+  }
+  auto stored_job = (*store)->GetJob(job);
+  ASSERT_TRUE(stored_job.ok());
+  EXPECT_EQ(stored_job->state(), v1::JOB_SUCCEEDED);
+  // The files beside the store hold the same results.
+  std::ifstream jsonl(out + "/" + job + "/results.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(jsonl, line);) ++lines;
+  EXPECT_EQ(lines, 36);
+  std::ifstream csv(out + "/" + job + "/results.csv");
+  lines = 0;
+  for (std::string line; std::getline(csv, line);) ++lines;
+  EXPECT_EQ(lines, 37);  // header + rows
+}
+
+struct BadPlan {
+  const char* name;
+  const char* text;      // nullptr: the file does not exist
+  const char* expected;  // regex the single error line must match
+};
+
+class BadPlanRunTest : public RunTest, public ::testing::WithParamInterface<BadPlan> {};
+
+TEST_P(BadPlanRunTest, ExitTwoOneLineNothingWritten) {
+  const BadPlan& p = GetParam();
+  std::string path = (dir_ / "bad.yaml").string();
+  if (p.text) std::ofstream(path) << p.text;
+  std::string out = (dir_ / "results").string();
+  Outcome o = RunRingmaster({"run", path, "--out", out, "--backend", "host"});
+  EXPECT_EQ(o.exit_code, 2) << o.err;
+  EXPECT_TRUE(o.out.empty()) << o.out;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_TRUE(std::regex_search(o.err, std::regex(p.expected))) << o.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Plans, BadPlanRunTest,
+    ::testing::Values(
+        BadPlan{"unknown_key", "name: x\ncases:\n  - {name: a, collective: all_reduce, sizes: 8B, colour: red}\n",
+                R"(bad\.yaml:3: cases\[0\]\.colour: unknown key)"},
+        BadPlan{"negative_size",
+                "name: x\ncases:\n  - name: a\n    collective: all_reduce\n    sizes: {min: -8, max: 1MiB}\n",
+                R"(bad\.yaml:5: cases\[0\]\.sizes\.min: size must not be negative)"},
+        BadPlan{"wrong_type",
+                "name: x\ncases:\n  - name: a\n    collective: all_reduce\n    sizes: 8B\n    timing: {warmup: lots}\n",
+                R"(bad\.yaml:6: cases\[0\]\.timing\.warmup: expected an integer)"},
+        BadPlan{"missing_file", nullptr, R"(bad\.yaml: cannot read plan file)"},
+        BadPlan{"bad_yaml", "name: x\ncases: [\n  {name: a\n", R"(bad\.yaml:\d+: \(yaml\): invalid YAML)"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST_F(RunTest, KilledRankFailsFastNamingTheRankAndLeavesNothing) {
+  std::string out = (dir_ / "results").string();
+  Outcome o = RunRingmaster({"run", plan_, "--np", "3", "--backend", "host", "--out", out, "--quiet"},
+                  {{"RINGMASTER_FAULT", "crash:rank=1:seq=4"}});
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_LT(o.seconds, 10.0);
+  EXPECT_THAT(o.err, HasSubstr("worker_exit rank 1"));
+  std::string job = JobId(o);
+  ASSERT_FALSE(job.empty());
+  EXPECT_EQ(ProcessesMentioning(job), 0);
+  auto store = Store::Open(out + "/ringmaster.db");
+  ASSERT_TRUE(store.ok());
+  auto stored = (*store)->GetJob(job);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->state(), v1::JOB_FAILED);
+  EXPECT_EQ(stored->failure().reason(), v1::WORKER_EXIT);
+  EXPECT_EQ(stored->failure().rank(), 1);
+  auto results = (*store)->Results(job, -1, 0);
+  ASSERT_TRUE(results.ok());
+  EXPECT_EQ(results->size(), 4u);  // cases 0..3 finished before the crash
+}
+
+TEST_F(RunTest, RankExitingWithAnErrorCodeIsNamed) {
+  Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host", "--out",
+                   (dir_ / "r").string(), "--quiet"},
+                  {{"RINGMASTER_FAULT", "exit:rank=0:seq=2"}});
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_LT(o.seconds, 10.0);
+  EXPECT_THAT(o.err, HasSubstr("worker_exit rank 0"));
+  EXPECT_EQ(ProcessesMentioning(JobId(o)), 0);
+}
+
+TEST_F(RunTest, FingerprintMismatchFailsBeforeTheFirstCollective) {
+  std::string out = (dir_ / "results").string();
+  Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host", "--out", out, "--quiet"},
+                  {{"RINGMASTER_FAULT", "mismatch:rank=1"}});
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_LT(o.seconds, 10.0);
+  EXPECT_THAT(o.err, HasSubstr("config_mismatch rank 1"));
+  EXPECT_THAT(o.err, HasSubstr("build_id"));
+  auto store = Store::Open(out + "/ringmaster.db");
+  ASSERT_TRUE(store.ok());
+  auto results = (*store)->Results(JobId(o), -1, 0);
+  ASSERT_TRUE(results.ok());
+  EXPECT_TRUE(results->empty());
+}
+
+TEST_F(RunTest, CorruptedDataFailsTheResultNotJustTheNumber) {
+  Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host", "--out",
+                   (dir_ / "r").string(), "--quiet"},
+                  {{"RINGMASTER_FAULT", "corrupt:rank=1"}});
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_THAT(o.out, HasSubstr("FAILED data_mismatch rank 1"));
+  EXPECT_THAT(o.err, HasSubstr("data_mismatch"));
+}
+
+}  // namespace
+}  // namespace ringmaster
