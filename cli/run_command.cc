@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "absl/time/clock.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/launcher.h"
@@ -53,10 +53,10 @@ struct Probe {
 // Asks the worker binary what this machine has (the CLI itself links no
 // CUDA).
 absl::StatusOr<Probe> ProbeMachine(const std::string& worker) {
-  absl::Mutex mu;
+  std::mutex mu;
   std::string out;
   auto child = ChildProcess::Spawn({worker, "probe"}, [&](std::string_view line, bool err) {
-    absl::MutexLock lock(&mu);
+    std::lock_guard<std::mutex> lock(mu);
     if (!err) out.append(line.data(), line.size());
   });
   if (!child.ok()) return child.status();
@@ -70,7 +70,7 @@ absl::StatusOr<Probe> ProbeMachine(const std::string& worker) {
   if (*status != 0) {
     return absl::InternalError("ringmaster-worker probe failed: " + DescribeWaitStatus(*status));
   }
-  absl::MutexLock lock(&mu);
+  std::lock_guard<std::mutex> lock(mu);
   try {
     auto j = nlohmann::json::parse(out);
     Probe p;
@@ -93,7 +93,7 @@ double DefaultTimeout(const std::vector<v1::Case>& cases) {
 
 // Mutable state shared between the launcher's reader threads and the loop.
 struct LauncherLog {
-  absl::Mutex mu;
+  std::mutex mu;
   std::ofstream file ABSL_GUARDED_BY(mu);
   std::optional<RankFailure> rank_failure ABSL_GUARDED_BY(mu);
   bool echo = true;
@@ -236,13 +236,13 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
   LauncherLog log;
   log.echo = !options.quiet;
   {
-    absl::MutexLock lock(&log.mu);
+    std::lock_guard<std::mutex> lock(log.mu);
     log.file.open(job_dir / "launcher.log");
     log.file << "# " << absl::StrJoin(BuildMpirunArgv(mo), " ") << "\n";
   }
   auto launched = ChildProcess::Spawn(BuildMpirunArgv(mo), [&log](std::string_view line,
                                                                    bool is_stderr) {
-    absl::MutexLock lock(&log.mu);
+    std::lock_guard<std::mutex> lock(log.mu);
     log.file << (is_stderr ? "E " : "O ") << line << "\n";
     log.file.flush();
     if (auto f = ParseMpirunFailureLine(line); f && !log.rank_failure) log.rank_failure = f;
@@ -327,7 +327,7 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
       // Give late events a moment to arrive, then decide.
       if (absl::Now() - exit_seen < absl::Milliseconds(300)) continue;
       if (*exit_status != 0 || !workers_done) {
-        absl::MutexLock lock(&log.mu);
+        std::lock_guard<std::mutex> lock(log.mu);
         if (log.rank_failure) {
           fail(v1::WORKER_EXIT, log.rank_failure->rank, log.rank_failure->host,
                log.rank_failure->detail);
@@ -395,7 +395,7 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
   mpirun.JoinReaders();
   {
     // mpirun's own account of a dead rank is the most precise one.
-    absl::MutexLock lock(&log.mu);
+    std::lock_guard<std::mutex> lock(log.mu);
     if (failure && failure->reason() == v1::WORKER_EXIT && log.rank_failure &&
         (failure->rank() < 0 || failure->rank() == log.rank_failure->rank)) {
       failure->set_rank(log.rank_failure->rank);

@@ -42,6 +42,7 @@ JobManager::JobRecord* JobManager::Find(const std::string& job_id) {
 void JobManager::Push(JobEvent event) {
   if (events_.size() >= options_.max_queued_events) events_.pop_front();
   events_.push_back(std::move(event));
+  events_cv_.notify_all();
 }
 
 absl::Status JobManager::Persist(const v1::Job& job) { return store_->PutJob(job); }
@@ -62,7 +63,7 @@ absl::StatusOr<v1::Job> JobManager::CreateJob(const v1::Plan& plan,
   for (auto& a : command_line) job.add_command_line(std::move(a));
   record.ranks.resize(nranks);
   for (int r = 0; r < nranks; ++r) record.ranks[r].rank = r;
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   absl::Status s = Persist(job);
   if (!s.ok()) return s;
   v1::Job copy = job;
@@ -71,7 +72,7 @@ absl::StatusOr<v1::Job> JobManager::CreateJob(const v1::Plan& plan,
 }
 
 absl::StatusOr<v1::RegisterResponse> JobManager::Register(const v1::RegisterRequest& req) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   JobRecord* rec = Find(req.job_id());
   if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
   if (Terminal(rec->job.state())) {
@@ -106,7 +107,7 @@ absl::StatusOr<v1::RegisterResponse> JobManager::Register(const v1::RegisterRequ
 }
 
 absl::StatusOr<v1::HeartbeatResponse> JobManager::Heartbeat(const v1::HeartbeatRequest& req) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   JobRecord* rec = Find(req.job_id());
   if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
   v1::HeartbeatResponse resp;
@@ -124,7 +125,7 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
     const v1::ReportResultsRequest& req) {
   std::vector<v1::Result> results;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     JobRecord* rec = Find(req.job_id());
     if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
     if (req.rank() < 0 || req.rank() >= rec->job.nranks()) {
@@ -152,7 +153,7 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
   // Commit before acknowledging; the store serializes writers itself.
   auto counts = store_->InsertResults(results, req.rank());
   if (!counts.ok()) return counts.status();
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   JobRecord* rec = Find(req.job_id());
   if (rec) {
     rec->job.set_results_received(rec->job.results_received() + counts->accepted);
@@ -186,7 +187,7 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
 
 absl::StatusOr<v1::Job> JobManager::GetJob(const std::string& job_id) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (JobRecord* rec = Find(job_id)) return rec->job;
   }
   return store_->GetJob(job_id);
@@ -200,7 +201,7 @@ absl::StatusOr<std::vector<v1::Result>> JobManager::QueryResults(const std::stri
 
 bool JobManager::Finish(const std::string& job_id, v1::JobState state,
                         const v1::Failure& failure) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   JobRecord* rec = Find(job_id);
   if (!rec || Terminal(rec->job.state())) return false;
   rec->job.set_state(state);
@@ -217,15 +218,15 @@ bool JobManager::Finish(const std::string& job_id, v1::JobState state,
 }
 
 std::vector<RankStatus> JobManager::Ranks(const std::string& job_id) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   JobRecord* rec = Find(job_id);
   return rec ? rec->ranks : std::vector<RankStatus>{};
 }
 
 std::optional<JobEvent> JobManager::NextEvent(absl::Duration timeout) {
-  absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !events_.empty(); };
-  mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+  std::unique_lock<std::mutex> lock(mu_);
+  events_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                      [this] { return !events_.empty(); });
   if (events_.empty()) return std::nullopt;
   JobEvent ev = std::move(events_.front());
   events_.pop_front();

@@ -2,19 +2,21 @@
 //
 // The gRPC service (service.h) is a thin adapter over this class; the
 // embedded coordinator of `ringmaster run` drives it directly and reads its
-// event queue. Thread-safe.
+// event queue. Thread-safe. (std::mutex rather than absl::Mutex: Debian's
+// Abseil is not built for ThreadSanitizer, which then cannot see its locks.)
 #ifndef RINGMASTER_COORDINATOR_JOB_MANAGER_H_
 #define RINGMASTER_COORDINATOR_JOB_MANAGER_H_
 
+#include <condition_variable>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "coordinator/store.h"
 #include "ringmaster/v1/coordinator.pb.h"
@@ -87,9 +89,10 @@ class JobManager {
 
   Store* store_;
   Options options_;
-  absl::Mutex mu_;
+  std::mutex mu_;
   std::map<std::string, JobRecord> jobs_ ABSL_GUARDED_BY(mu_);
   std::deque<JobEvent> events_ ABSL_GUARDED_BY(mu_);
+  std::condition_variable events_cv_;
 };
 
 // "YYYYmmdd-HHMMSS-xxxxxx" (UTC time plus random hex).

@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   }
   sqlite3_busy_timeout(db, 5000);
   std::unique_ptr<Store> store(new Store(db));
-  absl::MutexLock lock(&store->mu_);
+  std::lock_guard<std::mutex> lock(store->mu_);
   const char* setup[] = {
       "PRAGMA journal_mode=WAL",
       "PRAGMA synchronous=FULL",
@@ -72,7 +72,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
 }
 
 Store::~Store() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   sqlite3_close(db_);
 }
 
@@ -87,7 +87,7 @@ absl::Status Store::Exec(const char* sql) {
 }
 
 absl::Status Store::PutJob(const v1::Job& job) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   Statement st(db_,
                "INSERT OR REPLACE INTO jobs(job_id, state, created_at, finished_at, job)"
                " VALUES(?, ?, ?, ?, ?)");
@@ -103,7 +103,7 @@ absl::Status Store::PutJob(const v1::Job& job) {
 }
 
 absl::StatusOr<v1::Job> Store::GetJob(const std::string& job_id) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   Statement st(db_, "SELECT job FROM jobs WHERE job_id = ?");
   if (!st.ok()) return SqlError(db_, "prepare GetJob");
   sqlite3_bind_text(st.get(), 1, job_id.c_str(), -1, SQLITE_TRANSIENT);
@@ -119,7 +119,7 @@ absl::StatusOr<v1::Job> Store::GetJob(const std::string& job_id) {
 
 absl::StatusOr<Store::InsertCounts> Store::InsertResults(
     const std::vector<v1::Result>& results, int reporting_rank) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   InsertCounts counts;
   if (results.empty()) return counts;
   absl::Status s = Exec("BEGIN IMMEDIATE");
@@ -166,7 +166,7 @@ absl::StatusOr<Store::InsertCounts> Store::InsertResults(
 
 absl::StatusOr<std::vector<v1::Result>> Store::Results(const std::string& job_id,
                                                        int64_t after_seq, int limit) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   Statement st(db_,
                "SELECT result FROM results WHERE job_id = ? AND seq > ?"
                " ORDER BY seq, attempt LIMIT ?");

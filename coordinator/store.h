@@ -9,12 +9,12 @@
 #define RINGMASTER_COORDINATOR_STORE_H_
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "ringmaster/v1/coordinator.pb.h"
 #include "ringmaster/v1/result.pb.h"
 
@@ -53,7 +53,7 @@ class Store {
   explicit Store(sqlite3* db) : db_(db) {}
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  absl::Mutex mu_;
+  std::mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <regex>
 
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "coordinator/launcher.h"
 #include "coordinator/store.h"
 
@@ -34,10 +34,10 @@ Outcome RunRingmaster(const std::vector<std::string>& args,
   argv.push_back(std::string(RINGMASTER_BIN_DIR) + "/ringmaster");
   argv.insert(argv.end(), args.begin(), args.end());
   Outcome o;
-  absl::Mutex mu;
+  std::mutex mu;
   auto start = std::chrono::steady_clock::now();
   auto child = ChildProcess::Spawn(argv, [&](std::string_view line, bool is_err) {
-    absl::MutexLock lock(&mu);
+    std::lock_guard<std::mutex> lock(mu);
     (is_err ? o.err : o.out).append(line.data(), line.size()).append("\n");
   });
   if (!child.ok()) {
