@@ -345,7 +345,9 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
     for (const RankStatus& r : manager.Ranks(job_id)) {
       if (!r.registered || r.final) continue;
       if (r.fingerprint.host() == my_host && !ProcessAlive(r.fingerprint.pid())) {
-        if (r.rank == 0 && workers_done) continue;
+        // After rank 0's final report ranks may exit in any order; mpirun's
+        // exit status still catches a rank that dies at the very end.
+        if (workers_done) continue;
         fail(v1::WORKER_EXIT, r.rank, r.fingerprint.host(),
              absl::StrFormat("process %d is gone", r.fingerprint.pid()));
       } else if (now - r.last_seen > absl::Seconds(options.heartbeat_timeout_s)) {

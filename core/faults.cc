@@ -27,10 +27,12 @@ absl::StatusOr<std::vector<Fault>> ParseFaults(std::string_view std_text) {
       f.kind = Fault::Kind::kCorrupt;
     } else if (kind == "mismatch") {
       f.kind = Fault::Kind::kMismatch;
+    } else if (kind == "linger") {
+      f.kind = Fault::Kind::kLinger;
     } else {
       return absl::InvalidArgumentError(absl::StrFormat(
           "RINGMASTER_FAULT: unknown fault \"%s\" (expected crash, exit, hang, "
-          "corrupt or mismatch)",
+          "corrupt, mismatch or linger)",
           kind));
     }
     for (size_t i = 1; i < parts.size(); ++i) {

@@ -7,6 +7,8 @@
 //   hang     the rank stops making progress at case `seq` (sleeps forever)
 //   corrupt  the rank flips one output element when verifying
 //   mismatch the rank reports a different build id in its fingerprint
+//   linger   the rank waits 2 s after its last report before exiting (slow
+//            teardown, as CUDA/NCCL shutdown can be)
 // Never set in production; the worker logs every fault it applies.
 #ifndef RINGMASTER_CORE_FAULTS_H_
 #define RINGMASTER_CORE_FAULTS_H_
@@ -21,7 +23,7 @@
 namespace ringmaster {
 
 struct Fault {
-  enum class Kind { kCrash, kExit, kHang, kCorrupt, kMismatch };
+  enum class Kind { kCrash, kExit, kHang, kCorrupt, kMismatch, kLinger };
   Kind kind = Kind::kCrash;
   int rank = -1;    // -1: every rank
   int64_t seq = 0;  // case sequence number where it fires (crash/exit/hang)

@@ -204,6 +204,16 @@ TEST_F(RunTest, RankExitingWithAnErrorCodeIsNamed) {
   EXPECT_EQ(ProcessesMentioning(JobId(o)), 0);
 }
 
+TEST_F(RunTest, RanksEndingAtDifferentTimesIsSuccess) {
+  // Rank 0 tears down slowly (as NCCL/CUDA shutdown can): the other ranks
+  // are gone while mpirun still runs, which must not read as a dead rank.
+  Outcome o = RunRingmaster({"run", plan_, "--np", "3", "--backend", "host", "--out",
+                             (dir_ / "r").string(), "--quiet"},
+                            {{"RINGMASTER_FAULT", "linger:rank=0"}});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr("# status: SUCCEEDED"));
+}
+
 TEST_F(RunTest, FingerprintMismatchFailsBeforeTheFirstCollective) {
   std::string out = (dir_ / "results").string();
   Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host", "--out", out, "--quiet"},

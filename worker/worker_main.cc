@@ -327,10 +327,16 @@ int Run(const RunArgs& args, int argc, char** argv) {
     }
   }
 
-  if (rank == 0) send_final(nullptr);
+  // Every rank says it is done, so a rank that exits before the launcher
+  // does is not mistaken for a dead one.
+  send_final(nullptr);
   control.Barrier().IgnoreError();
   backend.reset();
   MPI_Finalize();
+  if (FindFault(*faults, Fault::Kind::kLinger, rank)) {
+    spdlog::warn("rank {}: fault injection: lingering 2 s before exit", rank);
+    absl::SleepFor(absl::Seconds(2));
+  }
   return 0;
 }
 
