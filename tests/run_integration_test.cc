@@ -2,6 +2,8 @@
 // real workers, real coordinator, checked through the durable store.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -192,6 +194,73 @@ TEST_F(RunTest, KilledRankFailsFastNamingTheRankAndLeavesNothing) {
   auto results = (*store)->Results(job, -1, 0);
   ASSERT_TRUE(results.ok());
   EXPECT_EQ(results->size(), 4u);  // cases 0..3 finished before the crash
+}
+
+// Pid of the worker process of `job` whose MPI rank is `rank`, or -1.
+int WorkerPid(const std::string& job, int rank) {
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmdf(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(cmdf)), std::istreambuf_iterator<char>());
+    if (cmd.find("ringmaster-worker") == std::string::npos || cmd.find(job) == std::string::npos) {
+      continue;
+    }
+    std::ifstream envf(e.path() / "environ");
+    std::string env((std::istreambuf_iterator<char>(envf)), std::istreambuf_iterator<char>());
+    if (env.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') !=
+        std::string::npos) {
+      return std::stoi(name);
+    }
+  }
+  return -1;
+}
+
+TEST_F(RunTest, RankKilledFromOutsideFailsWithinTenSeconds) {
+  // A plan long enough to be caught mid-run.
+  std::ofstream(plan_) << R"(name: long
+cases:
+  - name: ar
+    collective: all_reduce
+    sizes: {min: 8B, max: 64KiB, factor: 2}
+    timing: {min_samples: 50, max_samples: 50, max_time: 10s}
+)";
+  std::mutex mu;
+  std::string err;
+  auto child = ChildProcess::Spawn(
+      {std::string(RINGMASTER_BIN_DIR) + "/ringmaster", "run", plan_, "--np", "3", "--backend",
+       "host", "--out", (dir_ / "r").string(), "--quiet"},
+      [&](std::string_view line, bool is_err) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (is_err) err.append(line.data(), line.size()).append("\n");
+      });
+  ASSERT_TRUE(child.ok());
+  std::string job;
+  int victim = -1;
+  for (int i = 0; i < 1000 && victim < 0; ++i) {
+    usleep(10000);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      Outcome o;
+      o.err = err;
+      job = JobId(o);
+    }
+    if (!job.empty()) victim = WorkerPid(job, 1);
+  }
+  ASSERT_GT(victim, 0) << err;
+  usleep(300000);  // let it get into the cases
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  auto killed_at = std::chrono::steady_clock::now();
+  std::optional<int> status;
+  while (!(status = (*child)->Poll())) usleep(10000);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  (*child)->JoinReaders();
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << DescribeWaitStatus(*status);
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_THAT(err, HasSubstr("worker_exit rank 1"));
+  EXPECT_EQ(ProcessesMentioning(job), 0);
 }
 
 TEST_F(RunTest, RankExitingWithAnErrorCodeIsNamed) {
