@@ -51,6 +51,17 @@ class CollectiveBackend {
   // on this rank (device time for GPU backends). REQUIRES: Prepare() OK.
   virtual absl::StatusOr<double> TimeOps(int iters) = 0;
 
+  // Runs `iters` operations back to back, each timed on its own (events
+  // around each op on GPUs); seconds per operation. REQUIRES: Prepare() OK.
+  virtual absl::StatusOr<std::vector<double>> TimeEachOp(int iters) = 0;
+
+  // Captures `iters` operations into a CUDA graph (once per Prepare and
+  // count) and replays it once; returns the replay's seconds.
+  // Unimplemented where there are no graphs (the host backend).
+  virtual absl::StatusOr<double> TimeGraph(int iters) {
+    return absl::UnimplementedError("graph timing needs the cuda backend");
+  }
+
   // Refills the buffers with the verification pattern, runs one operation
   // and returns how many elements of this rank's output are wrong.
   virtual absl::StatusOr<int64_t> Verify() = 0;
@@ -66,6 +77,8 @@ class Control {
   virtual absl::Status Barrier() = 0;
   virtual absl::StatusOr<double> Max(double value) = 0;
   virtual absl::StatusOr<int64_t> Sum(int64_t value) = 0;
+  // Element-wise maximum over ranks, in place.
+  virtual absl::Status MaxVector(std::vector<double>* values) = 0;
   // Every rank's value, on every rank, indexed by rank.
   virtual absl::StatusOr<std::vector<double>> AllGather(double value) = 0;
   virtual absl::StatusOr<std::vector<std::string>> AllGatherStrings(

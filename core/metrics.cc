@@ -34,6 +34,8 @@ void FillBandwidth(v1::Result* result) {
   result->set_algbw_gbps(algbw);
   result->set_busbw_gbps(algbw *
                          BusBwFactor(result->case_().collective(), result->nranks()));
+  double ceiling = result->case_().ceiling_gbps();
+  result->set_pct_of_ceiling(ceiling > 0 ? 100.0 * result->busbw_gbps() / ceiling : 0);
 }
 
 }  // namespace ringmaster

@@ -22,7 +22,8 @@ int64_t AlgBwBytes(const v1::Case& c);
 // GB/s (1e9 bytes per second); 0 when seconds <= 0.
 double GigabytesPerSecond(int64_t bytes, double seconds);
 
-// Fills algbw_gbps and busbw_gbps from stats.median_s, case and nranks.
+// Fills algbw_gbps, busbw_gbps and pct_of_ceiling (against
+// case.ceiling_gbps) from stats.median_s, case and nranks.
 void FillBandwidth(v1::Result* result);
 
 }  // namespace ringmaster

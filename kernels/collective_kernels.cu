@@ -2,7 +2,6 @@
 #include <cuda_fp16.h>
 
 #include "kernels/collective_kernels.h"
-#include "kernels/patterns.h"
 
 namespace ringmaster {
 namespace {
@@ -20,29 +19,20 @@ template <> __device__ double ToDouble(__half v) { return __half2float(v); }
 
 template <typename T>
 __global__ void FillKernel(T* buf, int64_t count, int op, int rank, int nranks,
-                           int range) {
+                           int range, int64_t offset) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        i < count; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    buf[i] = FromDouble<T>(PatternInput(op, rank, nranks, range, i));
+    buf[i] = FromDouble<T>(PatternInput(op, rank, nranks, range, i + offset));
   }
 }
 
 template <typename T>
-__global__ void CountWrongKernel(const T* buf, int64_t count, int op,
-                                 int nranks, int range, double rel_tol,
-                                 bool integral, unsigned long long* wrong) {
+__global__ void CountWrongKernel(const T* buf, int64_t count, PatternCheck check,
+                                 int dtype, unsigned long long* wrong) {
   unsigned long long local = 0;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        i < count; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    double expected = PatternReduced(op, nranks, range, i);
-    if (op == kPatternAvg) {
-      expected = integral ? static_cast<double>(static_cast<int64_t>(expected) / nranks)
-                          : expected / nranks;
-    }
-    double got = ToDouble(buf[i]);
-    double err = got - expected;
-    if (err < 0) err = -err;
-    if (!(err <= rel_tol * expected)) ++local;  // NaN counts as wrong
+    if (!PatternMatches(ToDouble(buf[i]), PatternExpected(check, i), check, dtype)) ++local;
   }
   if (local) atomicAdd(wrong, local);
 }
@@ -78,29 +68,25 @@ cudaError_t Dispatch(int dtype, F&& f) {
 }  // namespace
 
 cudaError_t LaunchFillPattern(void* buf, int dtype, int64_t count, int op,
-                              int rank, int nranks, int range,
+                              int rank, int nranks, int range, int64_t offset,
                               cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
   return Dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
     FillKernel<T><<<Blocks(count), kThreads, 0, stream>>>(
-        static_cast<T*>(buf), count, op, rank, nranks, range);
+        static_cast<T*>(buf), count, op, rank, nranks, range, offset);
     return cudaGetLastError();
   });
 }
 
-cudaError_t LaunchCountWrong(const void* buf, int dtype, int64_t count, int op,
-                             int nranks, int range,
+cudaError_t LaunchCountWrong(const void* buf, int dtype, int64_t count,
+                             const PatternCheck& check,
                              unsigned long long* d_wrong, cudaStream_t stream) {
-  bool integral = dtype == kI32 || dtype == kI64 || dtype == kI8 || dtype == kU8;
-  // Sums of small integers are exact; only avg divides and may round.
-  double tol = 0;
-  if (op == kPatternAvg && !integral) {
-    tol = dtype == kBF16 ? 1e-2 : dtype == kF16 ? 1e-3 : 1e-6;
-  }
+  if (count <= 0) return cudaSuccess;
   return Dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
     CountWrongKernel<T><<<Blocks(count), kThreads, 0, stream>>>(
-        static_cast<const T*>(buf), count, op, nranks, range, tol, integral, d_wrong);
+        static_cast<const T*>(buf), count, check, dtype, d_wrong);
     return cudaGetLastError();
   });
 }

@@ -10,18 +10,20 @@
 
 #include <cstdint>
 
+#include "kernels/patterns.h"
+
 namespace ringmaster {
 
-// Writes PatternInput(op, rank, nranks, range, i) to element i of `buf`.
+// Writes PatternInput(op, rank, nranks, range, i + offset) to element i.
 cudaError_t LaunchFillPattern(void* buf, int dtype, int64_t count, int op,
-                              int rank, int nranks, int range,
+                              int rank, int nranks, int range, int64_t offset,
                               cudaStream_t stream);
 
-// Adds to *d_wrong the number of elements of `buf` that differ from the
-// reduced pattern (divided by nranks for avg, with a tolerance for
-// floating types). *d_wrong must be zeroed by the caller.
-cudaError_t LaunchCountWrong(const void* buf, int dtype, int64_t count, int op,
-                             int nranks, int range,
+// Adds to *d_wrong the number of elements i of `buf` for which
+// PatternMatches(buf[i], PatternExpected(check, i)) is false. *d_wrong
+// must be zeroed by the caller.
+cudaError_t LaunchCountWrong(const void* buf, int dtype, int64_t count,
+                             const PatternCheck& check,
                              unsigned long long* d_wrong, cudaStream_t stream);
 
 // Adds 1 to element `index` (fault injection for tests).

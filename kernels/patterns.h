@@ -55,6 +55,75 @@ RM_HD inline int PatternReduced(int op, int nranks, int range, int64_t i) {
   return acc;
 }
 
+// Largest integer a type holds exactly, by v1::DataType value (pattern
+// sizing): bfloat16 256, float16 2048, int8 127, uint8 255; wider types 2^24.
+RM_HD inline int64_t PatternExactLimit(int dtype) {
+  switch (dtype) {
+    case 2: return 256;   // BFLOAT16
+    case 3: return 2048;  // FLOAT16
+    case 7: return 127;   // INT8
+    case 8: return 255;   // UINT8
+    default: return int64_t{1} << 24;
+  }
+}
+
+// How the expected value of output element i is derived.
+enum PatternCheckMode : int {
+  kExpectReduced = 0,   // PatternReduced(op, i + offset) (÷ nranks for avg)
+  kExpectInputOf = 1,   // PatternInput(op, src, i + offset)
+  kExpectGathered = 2,  // src = (i + offset) / chunk; PatternInput(op, src, i + offset)
+  kExpectAllToAll = 3,  // src = i / chunk; PatternInput(op, src, rank * chunk + i % chunk)
+};
+
+// What a rank's output must hold. Plain data, copied to kernels by value.
+struct PatternCheck {
+  int mode = kExpectReduced;
+  int op = kPatternSum;
+  int nranks = 1;
+  int range = 1;
+  int src = 0;          // kExpectInputOf
+  int rank = 0;         // kExpectAllToAll: this rank
+  int64_t offset = 0;   // global index of output element 0
+  int64_t chunk = 1;    // elements per rank (gathered, all-to-all)
+  bool integral = false;  // integer type: avg truncates
+};
+
+// Expected value of output element i (exact except avg on floating types).
+RM_HD inline double PatternExpected(const PatternCheck& c, int64_t i) {
+  switch (c.mode) {
+    case kExpectInputOf:
+      return PatternInput(c.op, c.src, c.nranks, c.range, i + c.offset);
+    case kExpectGathered: {
+      int64_t g = i + c.offset;
+      return PatternInput(c.op, static_cast<int>(g / c.chunk), c.nranks, c.range, g);
+    }
+    case kExpectAllToAll:
+      return PatternInput(c.op, static_cast<int>(i / c.chunk), c.nranks, c.range,
+                          c.rank * c.chunk + i % c.chunk);
+    default: {
+      double v = PatternReduced(c.op, c.nranks, c.range, i + c.offset);
+      if (c.op == kPatternAvg) {
+        v = c.integral ? static_cast<double>(static_cast<int64_t>(v) / c.nranks) : v / c.nranks;
+      }
+      return v;
+    }
+  }
+}
+
+// True when `got` equals `expected`: exactly, except avg on floating types,
+// whose division rounds (relative 1e-2 for bfloat16, 1e-3 for float16,
+// 1e-6 otherwise). NaN never matches.
+RM_HD inline bool PatternMatches(double got, double expected, const PatternCheck& c,
+                                 int dtype) {
+  double tol = 0;
+  if (c.mode == kExpectReduced && c.op == kPatternAvg && !c.integral) {
+    tol = dtype == 2 ? 1e-2 : dtype == 3 ? 1e-3 : 1e-6;
+  }
+  double err = got - expected;
+  if (err < 0) err = -err;
+  return err <= tol * (expected < 0 ? -expected : expected);
+}
+
 }  // namespace ringmaster
 
 #endif  // RINGMASTER_KERNELS_PATTERNS_H_

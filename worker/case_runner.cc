@@ -1,11 +1,16 @@
 #include "worker/case_runner.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <optional>
 #include <limits>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "backends/collective_layout.h"
 #include "core/metrics.h"
+#include "core/names.h"
 #include "core/stats.h"
 
 namespace ringmaster {
@@ -41,7 +46,7 @@ bool AnyRankFailed(const absl::Status& local, Control& control, v1::Result* resu
 
 }  // namespace
 
-v1::Result RunCase(const v1::Case& c, CollectiveBackend& backend, Control& control) {
+static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend, Control& control) {
   v1::Result result;
   *result.mutable_case_() = c;
   result.set_nranks(control.size());
@@ -54,7 +59,10 @@ v1::Result RunCase(const v1::Case& c, CollectiveBackend& backend, Control& contr
   config.collective = c.collective();
   config.dtype = c.dtype();
   config.op = c.op();
-  config.count = c.count();
+  // All-gather, reduce-scatter and all-to-all split the buffer evenly.
+  config.count = EffectiveCount(c.collective(), c.count(), control.size());
+  result.mutable_case_()->set_count(config.count);
+  result.mutable_case_()->set_size_bytes(config.count * DataTypeSize(c.dtype()));
   config.in_place = c.in_place();
   config.root = c.root();
   if (AnyRankFailed(backend.Prepare(config), control, &result)) return result;
@@ -85,27 +93,71 @@ v1::Result RunCase(const v1::Case& c, CollectiveBackend& backend, Control& contr
   }
 
   const v1::Timing& timing = c.timing();
+  const v1::TimingMode mode = result.timing_mode();
   StoppingRule rule(timing);
-  // A failed op on any rank turns the shared sample into +inf, which every
+  // A failed op on any rank turns the shared value into +inf, which every
   // rank sees through Max and stops on.
   constexpr double kFailed = std::numeric_limits<double>::infinity();
   absl::Status local = absl::OkStatus();
+  auto note = [&](const absl::Status& s) {
+    if (!s.ok() && local.ok()) local = s;
+  };
+  // Seconds for `iters` operations in the case's mode (graph: one replay).
   auto time_ops = [&](int iters) -> double {
-    auto t = backend.TimeOps(iters);
+    auto t = mode == v1::GRAPH ? backend.TimeGraph(iters) : backend.TimeOps(iters);
     if (!t.ok()) {
-      local = t.status();
+      note(t.status());
       return kFailed;
     }
     return *t;
   };
+  auto agreed = [&](double v) -> std::optional<double> {
+    auto m = control.Max(v);
+    if (!m.ok() || std::isinf(*m)) {
+      AnyRankFailed(m.ok() ? local : m.status(), control, &result);
+      return std::nullopt;
+    }
+    return *m;
+  };
 
-  if (timing.warmup_iters() > 0) time_ops(timing.warmup_iters());
-  auto one = control.Max(time_ops(1));
-  if (!one.ok() || std::isinf(*one)) {
-    AnyRankFailed(one.ok() ? local : one.status(), control, &result);
-    return result;
+  // Warm-up: the first operation pays for lazy set-up; the rest stop early
+  // once warmup_max_time_s has passed (every rank runs the same count).
+  int warmup_done = 0;
+  std::optional<double> first;
+  if (mode == v1::GRAPH) {
+    first = 0;
+  } else {
+    first = agreed(time_ops(1));
+    if (!first) return result;
+    warmup_done = 1;
   }
-  const int iters = rule.ItersPerSample(*one);
+  int remaining = std::max(0, timing.warmup_iters() - warmup_done);
+  if (timing.warmup_max_time_s() > 0 && *first > 0) {
+    double budget = timing.warmup_max_time_s() - *first;
+    remaining = budget <= 0 ? 0
+                            : static_cast<int>(std::min<double>(remaining, budget / *first));
+  }
+  if (remaining > 0 && mode != v1::GRAPH) {
+    if (!agreed(time_ops(remaining))) return result;
+    warmup_done += remaining;
+  }
+
+  // Operations per sample: fixed, or sized to last about sample_target_s.
+  int iters = timing.fixed_iters_per_sample();
+  if (iters <= 0) {
+    auto one = agreed(time_ops(1));
+    if (!one) return result;
+    iters = rule.ItersPerSample(*one);
+    if (mode == v1::PER_OP) iters = std::min(iters, 100);  // events per sample
+  }
+  if (mode == v1::GRAPH) {
+    // Capture, then warm the graph up with whole replays.
+    int replays = std::max(1, timing.warmup_iters() / std::max(1, iters));
+    for (int i = 0; i < replays; ++i) {
+      if (!agreed(time_ops(iters))) return result;
+    }
+    warmup_done = replays * iters;
+  }
 
   std::vector<double> samples;  // slowest rank's time per op
   std::vector<double> mine;     // this rank's time per op
@@ -115,27 +167,54 @@ v1::Result RunCase(const v1::Case& c, CollectiveBackend& backend, Control& contr
       AnyRankFailed(b, control, &result);
       return result;
     }
-    double t = time_ops(iters);
-    auto slowest = control.Max(t);
-    if (!slowest.ok() || std::isinf(*slowest)) {
-      AnyRankFailed(slowest.ok() ? local : slowest.status(), control, &result);
-      return result;
+    if (mode == v1::PER_OP) {
+      auto each = backend.TimeEachOp(iters);
+      std::vector<double> values = each.ok() ? *each : std::vector<double>(iters, kFailed);
+      if (!each.ok()) note(each.status());
+      mine.insert(mine.end(), values.begin(), values.end());
+      absl::Status ms = control.MaxVector(&values);
+      if (!ms.ok() || std::isinf(values[0])) {
+        AnyRankFailed(ms.ok() ? local : ms, control, &result);
+        return result;
+      }
+      for (double v : values) {
+        samples.push_back(v);
+        sampled_s += v;
+      }
+    } else {
+      double t = time_ops(iters);
+      auto slowest = agreed(t);
+      if (!slowest) return result;
+      mine.push_back(t / iters);
+      samples.push_back(*slowest / iters);
+      sampled_s += *slowest;
     }
-    mine.push_back(t / iters);
-    samples.push_back(*slowest / iters);
-    sampled_s += *slowest;
     if (rule.ShouldStop(samples, sampled_s)) break;
   }
 
   SampleSummary summary = Summarize(samples);
-  *result.mutable_stats() =
-      ToProto(summary, iters, timing.warmup_iters(), rule.TargetMet(summary));
+  *result.mutable_stats() = ToProto(summary, iters, warmup_done, rule.TargetMet(summary));
+  result.mutable_stats()->set_p99_s(Quantile(samples, 0.99));
   auto medians = control.AllGather(Summarize(mine).median);
   if (medians.ok()) {
     for (double m : *medians) result.add_rank_median_s(m);
+    // Straggler: the slowest rank's median against the median rank.
+    double mid = Quantile(*medians, 0.5);
+    int slowest = static_cast<int>(std::max_element(medians->begin(), medians->end()) -
+                                   medians->begin());
+    result.set_straggler_rank(slowest);
+    result.set_straggler_ratio(mid > 0 ? (*medians)[slowest] / mid : 0);
   }
   result.set_status(v1::OK);
   FillBandwidth(&result);
+  return result;
+}
+
+v1::Result RunCase(const v1::Case& c, CollectiveBackend& backend, Control& control) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  v1::Result result = RunCaseInner(c, backend, control);
+  result.set_case_wall_s(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
   return result;
 }
 

@@ -17,6 +17,7 @@ class SoloControl : public Control {
   absl::Status Barrier() override { return absl::OkStatus(); }
   absl::StatusOr<double> Max(double v) override { return v; }
   absl::StatusOr<int64_t> Sum(int64_t v) override { return v; }
+  absl::Status MaxVector(std::vector<double>*) override { return absl::OkStatus(); }
   absl::StatusOr<std::vector<double>> AllGather(double v) override {
     return std::vector<double>{v};
   }
@@ -43,6 +44,10 @@ class FakeBackend : public CollectiveBackend {
   absl::StatusOr<double> TimeOps(int iters) override {
     ops += iters;
     return op_s * iters;
+  }
+  absl::StatusOr<std::vector<double>> TimeEachOp(int iters) override {
+    ops += iters;
+    return std::vector<double>(iters, op_s);
   }
   absl::StatusOr<int64_t> Verify() override {
     ops += 1;

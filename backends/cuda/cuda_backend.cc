@@ -5,8 +5,10 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 
 #include "absl/strings/str_format.h"
+#include "backends/collective_layout.h"
 #include "backends/cuda/nvml.h"
 #include "core/names.h"
 #include "kernels/collective_kernels.h"
@@ -25,8 +27,8 @@ absl::Status CudaStatus(cudaError_t err, const char* expr, const char* file,
 absl::Status NcclStatus(ncclResult_t res, const char* expr, const char* file,
                         int line, int rank) {
   if (res == ncclSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrFormat("%s:%d: rank %d: %s: %s (%s)", file,
-                                             line, rank, expr, ncclGetErrorString(res),
+  return absl::InternalError(absl::StrFormat("%s:%d: rank %d: %s: %s (%s)", file, line,
+                                             rank, expr, ncclGetErrorString(res),
                                              ncclGetLastError(nullptr)));
 }
 #define RM_CUDA(expr, rank)                                                 \
@@ -39,16 +41,11 @@ absl::Status NcclStatus(ncclResult_t res, const char* expr, const char* file,
     absl::Status s_ = NcclStatus((expr), #expr, __FILE__, __LINE__, rank); \
     if (!s_.ok()) return s_;                                                \
   } while (0)
-
-int64_t ExactLimit(v1::DataType t) {
-  switch (t) {
-    case v1::BFLOAT16: return 256;
-    case v1::FLOAT16: return 2048;
-    case v1::INT8: return 127;
-    case v1::UINT8: return 255;
-    default: return 1 << 24;
-  }
-}
+#define RM_OK(expr)                  \
+  do {                               \
+    absl::Status s_ = (expr);        \
+    if (!s_.ok()) return s_;         \
+  } while (0)
 
 std::optional<ncclDataType_t> NcclType(v1::DataType t) {
   switch (t) {
@@ -121,44 +118,106 @@ struct CudaBackend::Impl {
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr;
   cudaEvent_t stop = nullptr;
-  void* send = nullptr;
+  std::vector<cudaEvent_t> op_events;  // per-op timing, 2 per op
+  void* send = nullptr;                // or the one in-place buffer
   void* recv = nullptr;
-  size_t capacity = 0;  // bytes of each of send and recv
+  size_t send_capacity = 0;
+  size_t recv_capacity = 0;
   unsigned long long* d_wrong = nullptr;
   CollectiveConfig config;
+  CollectiveLayout layout;
+  int64_t elem = 4;
   ncclDataType_t type = ncclFloat32;
   ncclRedOp_t op = ncclSum;
-  int range = 1;
   bool prepared = false;
+  cudaGraphExec_t graph = nullptr;  // captured ops of the prepared config
+  int graph_iters = 0;
 
-  absl::Status Reserve(size_t bytes) {
-    if (bytes <= capacity) return absl::OkStatus();
-    if (send) cudaFree(send);
-    if (recv) cudaFree(recv);
-    send = recv = nullptr;
-    capacity = 0;
-    RM_CUDA(cudaMalloc(&send, bytes), rank);
-    RM_CUDA(cudaMalloc(&recv, bytes), rank);
-    capacity = bytes;
+  static absl::Status Grow(void** buf, size_t* capacity, size_t bytes, int rank) {
+    if (bytes <= *capacity) return absl::OkStatus();
+    if (*buf) cudaFree(*buf);
+    *buf = nullptr;
+    *capacity = 0;
+    RM_CUDA(cudaMalloc(buf, bytes == 0 ? 1 : bytes), rank);
+    *capacity = bytes;
     return absl::OkStatus();
   }
 
+  char* In() const {
+    return static_cast<char*>(send) + (config.in_place ? layout.in_offset * elem : 0);
+  }
+  char* Out() const {
+    return config.in_place ? static_cast<char*>(send) + layout.out_offset * elem
+                           : static_cast<char*>(recv);
+  }
+
+  // One operation of the prepared configuration, enqueued on `stream`.
   absl::Status Enqueue() {
-    void* out = config.in_place ? send : recv;
-    RM_NCCL(ncclAllReduce(send, out, static_cast<size_t>(config.count), type, op,
-                          comm, stream),
-            rank);
+    const size_t count = static_cast<size_t>(config.count);
+    const size_t chunk = static_cast<size_t>(layout.chunk);
+    char* in = In();
+    char* out = Out();
+    switch (config.collective) {
+      case v1::ALL_REDUCE:
+        RM_NCCL(ncclAllReduce(in, out, count, type, op, comm, stream), rank);
+        break;
+      case v1::ALL_GATHER:
+        RM_NCCL(ncclAllGather(in, out, chunk, type, comm, stream), rank);
+        break;
+      case v1::REDUCE_SCATTER:
+        RM_NCCL(ncclReduceScatter(in, out, chunk, type, op, comm, stream), rank);
+        break;
+      case v1::BROADCAST:
+        RM_NCCL(ncclBroadcast(in, out, count, type, config.root, comm, stream), rank);
+        break;
+      case v1::REDUCE:
+        RM_NCCL(ncclReduce(in, out, count, type, op, config.root, comm, stream), rank);
+        break;
+      case v1::ALL_TO_ALL:
+        RM_NCCL(ncclGroupStart(), rank);
+        for (int p = 0; p < nranks; ++p) {
+          RM_NCCL(ncclSend(in + p * chunk * elem, chunk, type, p, comm, stream), rank);
+          RM_NCCL(ncclRecv(out + p * chunk * elem, chunk, type, p, comm, stream), rank);
+        }
+        RM_NCCL(ncclGroupEnd(), rank);
+        break;
+      case v1::SEND_RECV:
+        RM_NCCL(ncclGroupStart(), rank);
+        RM_NCCL(ncclSend(in, count, type, layout.send_peer, comm, stream), rank);
+        RM_NCCL(ncclRecv(out, count, type, layout.recv_peer, comm, stream), rank);
+        RM_NCCL(ncclGroupEnd(), rank);
+        break;
+      default:
+        return absl::InvalidArgumentError("unknown collective");
+    }
     return absl::OkStatus();
   }
 
   absl::Status FillInputs() {
-    RM_CUDA(LaunchFillPattern(send, config.dtype, config.count, config.op, rank,
-                              nranks, range, stream),
-            rank);
-    if (!config.in_place) {
-      size_t bytes = static_cast<size_t>(config.count * DataTypeSize(config.dtype));
-      RM_CUDA(cudaMemsetAsync(recv, 0xA5, bytes, stream), rank);
+    // Outputs start poisoned so unwritten elements are caught.
+    if (config.in_place) {
+      RM_CUDA(cudaMemsetAsync(send, 0xA5, layout.inplace_count * elem, stream), rank);
+    } else {
+      RM_CUDA(cudaMemsetAsync(recv, 0xA5, layout.recv_count * elem, stream), rank);
     }
+    if (layout.fill_input) {
+      RM_CUDA(LaunchFillPattern(In(), config.dtype, layout.send_count, layout.fill_op, rank,
+                                nranks, layout.range, layout.fill_offset, stream),
+              rank);
+    }
+    return absl::OkStatus();
+  }
+
+  void DropGraph() {
+    if (graph) cudaGraphExecDestroy(graph);
+    graph = nullptr;
+    graph_iters = 0;
+  }
+
+  absl::Status CheckAsync() {
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm, &async);
+    RM_NCCL(async, rank);
     return absl::OkStatus();
   }
 };
@@ -168,12 +227,14 @@ CudaBackend::CudaBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaBackend::~CudaBackend() {
   if (!impl_) return;
   if (impl_->stream) cudaStreamSynchronize(impl_->stream);
+  impl_->DropGraph();
   if (impl_->comm) ncclCommDestroy(impl_->comm);
   if (impl_->send) cudaFree(impl_->send);
   if (impl_->recv) cudaFree(impl_->recv);
   if (impl_->d_wrong) cudaFree(impl_->d_wrong);
   if (impl_->start) cudaEventDestroy(impl_->start);
   if (impl_->stop) cudaEventDestroy(impl_->stop);
+  for (cudaEvent_t e : impl_->op_events) cudaEventDestroy(e);
   if (impl_->stream) cudaStreamDestroy(impl_->stream);
 }
 
@@ -230,29 +291,33 @@ BackendInfo CudaBackend::Info() const { return impl_->info; }
 absl::Status CudaBackend::Prepare(const CollectiveConfig& config) {
   Impl& m = *impl_;
   m.prepared = false;
-  if (config.collective != v1::ALL_REDUCE) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "cuda backend: %s is not implemented yet", CollectiveName(config.collective)));
-  }
+  m.DropGraph();
+  auto layout = MakeLayout(config, m.rank, m.nranks);
+  if (!layout.ok()) return layout.status();
   auto type = NcclType(config.dtype);
-  auto op = NcclOp(config.op);
   if (!type) {
     return absl::UnimplementedError(absl::StrFormat(
         "cuda backend: data type %s is not supported", DataTypeName(config.dtype)));
   }
-  if (!op) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "cuda backend: op %s is not supported", ReduceOpName(config.op)));
+  if (IsReduction(config.collective)) {
+    auto op = NcclOp(config.op);
+    if (!op) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "cuda backend: op %s is not supported", ReduceOpName(config.op)));
+    }
+    m.op = *op;
   }
   m.type = *type;
-  m.op = *op;
   m.config = config;
-  m.range = PatternRange(m.nranks, ExactLimit(config.dtype));
-  size_t bytes = static_cast<size_t>(config.count * DataTypeSize(config.dtype));
-  absl::Status s = m.Reserve(bytes);
-  if (!s.ok()) return s;
-  s = m.FillInputs();
-  if (!s.ok()) return s;
+  m.layout = *layout;
+  m.elem = DataTypeSize(config.dtype);
+  if (config.in_place) {
+    RM_OK(Impl::Grow(&m.send, &m.send_capacity, layout->inplace_count * m.elem, m.rank));
+  } else {
+    RM_OK(Impl::Grow(&m.send, &m.send_capacity, layout->send_count * m.elem, m.rank));
+    RM_OK(Impl::Grow(&m.recv, &m.recv_capacity, layout->recv_count * m.elem, m.rank));
+  }
+  RM_OK(m.FillInputs());
   RM_CUDA(cudaStreamSynchronize(m.stream), m.rank);
   m.prepared = true;
   return absl::OkStatus();
@@ -262,15 +327,65 @@ absl::StatusOr<double> CudaBackend::TimeOps(int iters) {
   Impl& m = *impl_;
   if (!m.prepared) return absl::FailedPreconditionError("Prepare() first");
   RM_CUDA(cudaEventRecord(m.start, m.stream), m.rank);
-  for (int i = 0; i < iters; ++i) {
-    absl::Status s = m.Enqueue();
-    if (!s.ok()) return s;
-  }
+  for (int i = 0; i < iters; ++i) RM_OK(m.Enqueue());
   RM_CUDA(cudaEventRecord(m.stop, m.stream), m.rank);
   RM_CUDA(cudaEventSynchronize(m.stop), m.rank);
-  ncclResult_t async = ncclSuccess;
-  ncclCommGetAsyncError(m.comm, &async);
-  RM_NCCL(async, m.rank);
+  RM_OK(m.CheckAsync());
+  float ms = 0;
+  RM_CUDA(cudaEventElapsedTime(&ms, m.start, m.stop), m.rank);
+  return static_cast<double>(ms) * 1e-3;
+}
+
+absl::StatusOr<std::vector<double>> CudaBackend::TimeEachOp(int iters) {
+  Impl& m = *impl_;
+  if (!m.prepared) return absl::FailedPreconditionError("Prepare() first");
+  while (static_cast<int>(m.op_events.size()) < 2 * iters) {
+    cudaEvent_t e;
+    RM_CUDA(cudaEventCreate(&e), m.rank);
+    m.op_events.push_back(e);
+  }
+  for (int i = 0; i < iters; ++i) {
+    RM_CUDA(cudaEventRecord(m.op_events[2 * i], m.stream), m.rank);
+    RM_OK(m.Enqueue());
+    RM_CUDA(cudaEventRecord(m.op_events[2 * i + 1], m.stream), m.rank);
+  }
+  RM_CUDA(cudaEventSynchronize(m.op_events[2 * iters - 1]), m.rank);
+  RM_OK(m.CheckAsync());
+  std::vector<double> out(iters);
+  for (int i = 0; i < iters; ++i) {
+    float ms = 0;
+    RM_CUDA(cudaEventElapsedTime(&ms, m.op_events[2 * i], m.op_events[2 * i + 1]), m.rank);
+    out[i] = static_cast<double>(ms) * 1e-3;
+  }
+  return out;
+}
+
+absl::StatusOr<double> CudaBackend::TimeGraph(int iters) {
+  Impl& m = *impl_;
+  if (!m.prepared) return absl::FailedPreconditionError("Prepare() first");
+  if (m.graph_iters != iters) {
+    m.DropGraph();
+    cudaGraph_t g = nullptr;
+    RM_CUDA(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeThreadLocal), m.rank);
+    for (int i = 0; i < iters; ++i) {
+      absl::Status s = m.Enqueue();
+      if (!s.ok()) {
+        cudaStreamEndCapture(m.stream, &g);
+        if (g) cudaGraphDestroy(g);
+        return s;
+      }
+    }
+    RM_CUDA(cudaStreamEndCapture(m.stream, &g), m.rank);
+    cudaError_t err = cudaGraphInstantiate(&m.graph, g, 0);
+    cudaGraphDestroy(g);
+    RM_CUDA(err, m.rank);
+    m.graph_iters = iters;
+  }
+  RM_CUDA(cudaEventRecord(m.start, m.stream), m.rank);
+  RM_CUDA(cudaGraphLaunch(m.graph, m.stream), m.rank);
+  RM_CUDA(cudaEventRecord(m.stop, m.stream), m.rank);
+  RM_CUDA(cudaEventSynchronize(m.stop), m.rank);
+  RM_OK(m.CheckAsync());
   float ms = 0;
   RM_CUDA(cudaEventElapsedTime(&ms, m.start, m.stop), m.rank);
   return static_cast<double>(ms) * 1e-3;
@@ -279,27 +394,27 @@ absl::StatusOr<double> CudaBackend::TimeOps(int iters) {
 absl::StatusOr<int64_t> CudaBackend::Verify() {
   Impl& m = *impl_;
   if (!m.prepared) return absl::FailedPreconditionError("Prepare() first");
-  absl::Status s = m.FillInputs();
-  if (!s.ok()) return s;
-  s = m.Enqueue();
-  if (!s.ok()) return s;
-  void* out = m.config.in_place ? m.send : m.recv;
-  if (FindFault(m.faults, Fault::Kind::kCorrupt, m.rank) && m.config.count > 0) {
-    RM_CUDA(LaunchCorruptElement(out, m.config.dtype, m.config.count / 2, m.stream),
+  RM_OK(m.FillInputs());
+  RM_OK(m.Enqueue());
+  unsigned long long wrong = 0;
+  if (m.layout.check_output) {
+    char* out = m.Out();
+    if (FindFault(m.faults, Fault::Kind::kCorrupt, m.rank) && m.layout.recv_count > 0) {
+      RM_CUDA(LaunchCorruptElement(out, m.config.dtype, m.layout.recv_count / 2, m.stream),
+              m.rank);
+    }
+    RM_CUDA(cudaMemsetAsync(m.d_wrong, 0, sizeof(unsigned long long), m.stream), m.rank);
+    RM_CUDA(LaunchCountWrong(out, m.config.dtype, m.layout.recv_count, m.layout.check,
+                             m.d_wrong, m.stream),
+            m.rank);
+    RM_CUDA(cudaMemcpyAsync(&wrong, m.d_wrong, sizeof wrong, cudaMemcpyDeviceToHost,
+                            m.stream),
             m.rank);
   }
-  RM_CUDA(cudaMemsetAsync(m.d_wrong, 0, sizeof(unsigned long long), m.stream), m.rank);
-  RM_CUDA(LaunchCountWrong(out, m.config.dtype, m.config.count, m.config.op, m.nranks,
-                           m.range, m.d_wrong, m.stream),
-          m.rank);
-  unsigned long long wrong = 0;
-  RM_CUDA(cudaMemcpyAsync(&wrong, m.d_wrong, sizeof wrong, cudaMemcpyDeviceToHost,
-                          m.stream),
-          m.rank);
   RM_CUDA(cudaStreamSynchronize(m.stream), m.rank);
+  RM_OK(m.CheckAsync());
   // Leave valid inputs for the timed operations that follow.
-  s = m.FillInputs();
-  if (!s.ok()) return s;
+  RM_OK(m.FillInputs());
   RM_CUDA(cudaStreamSynchronize(m.stream), m.rank);
   return static_cast<int64_t>(wrong);
 }

@@ -32,6 +32,8 @@ class CudaBackend : public CollectiveBackend {
   BackendInfo Info() const override;
   absl::Status Prepare(const CollectiveConfig& config) override;
   absl::StatusOr<double> TimeOps(int iters) override;
+  absl::StatusOr<std::vector<double>> TimeEachOp(int iters) override;
+  absl::StatusOr<double> TimeGraph(int iters) override;
   absl::StatusOr<int64_t> Verify() override;
 
   // Aborts the communicator (unblocks peers' pending operations).

@@ -60,17 +60,6 @@ void Store(v1::DataType t, unsigned char* base, int64_t i, double v) {
   }
 }
 
-// Integers are exact up to this value in the type (pattern sizing).
-int64_t ExactLimit(v1::DataType t) {
-  switch (t) {
-    case v1::BFLOAT16: return 256;
-    case v1::FLOAT16: return 2048;
-    case v1::INT8: return 127;
-    case v1::UINT8: return 255;
-    default: return 1 << 24;
-  }
-}
-
 // MPI reduction for 16-bit floating types, which MPI lacks: widen to
 // float, combine, round back.
 template <v1::DataType kType, v1::ReduceOp kOp>
@@ -124,11 +113,9 @@ BackendInfo HostBackend::Info() const {
 
 absl::Status HostBackend::Prepare(const CollectiveConfig& config) {
   prepared_ = false;
-  if (config.collective != v1::ALL_REDUCE) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "host backend: %s is not implemented yet", CollectiveName(config.collective)));
-  }
-  if (config.count > INT_MAX) {
+  auto layout = MakeLayout(config, rank_, nranks_);
+  if (!layout.ok()) return layout.status();
+  if (layout->send_count > INT_MAX || layout->recv_count > INT_MAX) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "host backend: %d elements exceed MPI's int count", config.count));
   }
@@ -145,60 +132,141 @@ absl::Status HostBackend::Prepare(const CollectiveConfig& config) {
       return absl::UnimplementedError(absl::StrFormat(
           "host backend: data type %s is not supported", DataTypeName(config.dtype)));
   }
-  if (config.dtype == v1::BFLOAT16 || config.dtype == v1::FLOAT16) {
-    MPI_User_function* fn = config.dtype == v1::BFLOAT16
-                                ? HalfFunction<v1::BFLOAT16>(config.op)
-                                : HalfFunction<v1::FLOAT16>(config.op);
-    if (fn == nullptr) {
-      return absl::UnimplementedError(absl::StrFormat(
-          "host backend: op %s is not supported", ReduceOpName(config.op)));
-    }
-    auto key = std::make_pair(static_cast<int>(config.dtype), static_cast<int>(config.op));
-    auto it = custom_ops_.find(key);
-    if (it == custom_ops_.end()) {
-      MPI_Op op;
-      int rc = MPI_Op_create(fn, /*commute=*/1, &op);
-      if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Op_create", rank_);
-      it = custom_ops_.emplace(key, op).first;
-    }
-    mpi_op_ = it->second;
-  } else {
-    switch (config.op) {
-      case v1::SUM: mpi_op_ = MPI_SUM; break;
-      case v1::PROD: mpi_op_ = MPI_PROD; break;
-      case v1::MIN: mpi_op_ = MPI_MIN; break;
-      case v1::MAX: mpi_op_ = MPI_MAX; break;
-      default:
+  if (IsReduction(config.collective)) {
+    // MPI has no average: it is a sum followed by a division (see RunOnce).
+    v1::ReduceOp op = config.op == v1::AVG ? v1::SUM : config.op;
+    if (config.dtype == v1::BFLOAT16 || config.dtype == v1::FLOAT16) {
+      MPI_User_function* fn = config.dtype == v1::BFLOAT16 ? HalfFunction<v1::BFLOAT16>(op)
+                                                           : HalfFunction<v1::FLOAT16>(op);
+      if (fn == nullptr) {
         return absl::UnimplementedError(absl::StrFormat(
-            "host backend: op %s is not supported (MPI has no average)",
-            ReduceOpName(config.op)));
+            "host backend: op %s is not supported", ReduceOpName(config.op)));
+      }
+      auto key = std::make_pair(static_cast<int>(config.dtype), static_cast<int>(op));
+      auto it = custom_ops_.find(key);
+      if (it == custom_ops_.end()) {
+        MPI_Op mop;
+        int rc = MPI_Op_create(fn, /*commute=*/1, &mop);
+        if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Op_create", rank_);
+        it = custom_ops_.emplace(key, mop).first;
+      }
+      mpi_op_ = it->second;
+    } else {
+      switch (op) {
+        case v1::SUM: mpi_op_ = MPI_SUM; break;
+        case v1::PROD: mpi_op_ = MPI_PROD; break;
+        case v1::MIN: mpi_op_ = MPI_MIN; break;
+        case v1::MAX: mpi_op_ = MPI_MAX; break;
+        default:
+          return absl::UnimplementedError(absl::StrFormat(
+              "host backend: op %s is not supported", ReduceOpName(config.op)));
+      }
     }
   }
   config_ = config;
-  size_t bytes = static_cast<size_t>(config.count * DataTypeSize(config.dtype));
-  send_.assign(bytes, 0);
-  recv_.assign(config.in_place ? 0 : bytes, 0);
+  layout_ = *layout;
+  // MPI_Reduce_scatter_block in place leaves the result at the start of the
+  // buffer (NCCL: at rank * chunk).
+  if (config.collective == v1::REDUCE_SCATTER && config.in_place) layout_.out_offset = 0;
+  elem_ = DataTypeSize(config.dtype);
+  if (config.in_place) {
+    send_.assign(static_cast<size_t>(layout_.inplace_count * elem_), 0);
+    recv_.clear();
+  } else {
+    send_.assign(static_cast<size_t>(layout_.send_count * elem_), 0);
+    recv_.assign(static_cast<size_t>(layout_.recv_count * elem_), 0);
+  }
   FillInputs();
   prepared_ = true;
   return absl::OkStatus();
 }
 
+unsigned char* HostBackend::In() {
+  return send_.data() + (config_.in_place ? layout_.in_offset * elem_ : 0);
+}
+unsigned char* HostBackend::Out() {
+  return config_.in_place ? send_.data() + layout_.out_offset * elem_ : recv_.data();
+}
+
 void HostBackend::FillInputs() {
-  int range = PatternRange(nranks_, ExactLimit(config_.dtype));
-  for (int64_t i = 0; i < config_.count; ++i) {
-    Store(config_.dtype, send_.data(), i,
-          PatternInput(config_.op, rank_, nranks_, range, i));
+  // Outputs start poisoned so unwritten elements are caught.
+  if (config_.in_place) {
+    std::memset(send_.data(), 0xA5, send_.size());
+  } else {
+    std::memset(recv_.data(), 0xA5, recv_.size());
   }
-  // Out-of-place output starts poisoned so unwritten elements are caught.
-  std::memset(recv_.data(), 0xA5, recv_.size());
+  if (!layout_.fill_input) return;
+  unsigned char* in = In();
+  for (int64_t j = 0; j < layout_.send_count; ++j) {
+    Store(config_.dtype, in, j,
+          PatternInput(layout_.fill_op, rank_, nranks_, layout_.range, j + layout_.fill_offset));
+  }
 }
 
 absl::Status HostBackend::RunOnce() {
-  int count = static_cast<int>(config_.count);
-  int rc = config_.in_place
-               ? MPI_Allreduce(MPI_IN_PLACE, send_.data(), count, mpi_type_, mpi_op_, comm_)
-               : MPI_Allreduce(send_.data(), recv_.data(), count, mpi_type_, mpi_op_, comm_);
-  return MpiError(rc, "MPI_Allreduce", rank_);
+  const bool ip = config_.in_place;
+  const int count = static_cast<int>(config_.count);
+  const int chunk = static_cast<int>(layout_.chunk);
+  unsigned char* in = In();
+  unsigned char* out = Out();
+  int rc = MPI_SUCCESS;
+  const char* call = "";
+  switch (config_.collective) {
+    case v1::ALL_REDUCE:
+      call = "MPI_Allreduce";
+      rc = MPI_Allreduce(ip ? MPI_IN_PLACE : in, out, count, mpi_type_, mpi_op_, comm_);
+      break;
+    case v1::ALL_GATHER:
+      call = "MPI_Allgather";
+      rc = ip ? MPI_Allgather(MPI_IN_PLACE, 0, mpi_type_, out, chunk, mpi_type_, comm_)
+              : MPI_Allgather(in, chunk, mpi_type_, out, chunk, mpi_type_, comm_);
+      break;
+    case v1::REDUCE_SCATTER:
+      call = "MPI_Reduce_scatter_block";
+      rc = ip ? MPI_Reduce_scatter_block(MPI_IN_PLACE, send_.data(), chunk, mpi_type_, mpi_op_,
+                                         comm_)
+              : MPI_Reduce_scatter_block(in, out, chunk, mpi_type_, mpi_op_, comm_);
+      break;
+    case v1::BROADCAST:
+      call = "MPI_Bcast";
+      if (ip) {
+        rc = MPI_Bcast(out, count, mpi_type_, config_.root, comm_);
+      } else {
+        // The root sends from its input; its output gets a local copy, as
+        // ncclBroadcast writes the root's receive buffer too.
+        rc = MPI_Bcast(rank_ == config_.root ? in : out, count, mpi_type_, config_.root, comm_);
+        if (rc == MPI_SUCCESS && rank_ == config_.root) {
+          std::memcpy(out, in, static_cast<size_t>(count * elem_));
+        }
+      }
+      break;
+    case v1::REDUCE:
+      call = "MPI_Reduce";
+      rc = MPI_Reduce(ip && rank_ == config_.root ? MPI_IN_PLACE : in, out, count, mpi_type_,
+                      mpi_op_, config_.root, comm_);
+      break;
+    case v1::ALL_TO_ALL:
+      call = "MPI_Alltoall";
+      rc = MPI_Alltoall(in, chunk, mpi_type_, out, chunk, mpi_type_, comm_);
+      break;
+    case v1::SEND_RECV:
+      call = "MPI_Sendrecv";
+      rc = MPI_Sendrecv(in, count, mpi_type_, layout_.send_peer, 0, out, count, mpi_type_,
+                        layout_.recv_peer, 0, comm_, MPI_STATUS_IGNORE);
+      break;
+    default:
+      return absl::InvalidArgumentError("unknown collective");
+  }
+  if (rc != MPI_SUCCESS) return MpiError(rc, call, rank_);
+  if (config_.op == v1::AVG && IsReduction(config_.collective) && layout_.check_output) {
+    for (int64_t i = 0; i < layout_.recv_count; ++i) {
+      double v = Load(config_.dtype, out, i);
+      Store(config_.dtype, out, i,
+            layout_.check.integral ? static_cast<double>(static_cast<int64_t>(v) / nranks_)
+                                   : v / nranks_);
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<double> HostBackend::TimeOps(int iters) {
@@ -211,25 +279,36 @@ absl::StatusOr<double> HostBackend::TimeOps(int iters) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+absl::StatusOr<std::vector<double>> HostBackend::TimeEachOp(int iters) {
+  if (!prepared_) return absl::FailedPreconditionError("Prepare() first");
+  std::vector<double> out(iters);
+  for (int i = 0; i < iters; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    absl::Status s = RunOnce();
+    if (!s.ok()) return s;
+    out[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return out;
+}
+
 absl::StatusOr<int64_t> HostBackend::Verify() {
   if (!prepared_) return absl::FailedPreconditionError("Prepare() first");
   FillInputs();
   absl::Status s = RunOnce();
   if (!s.ok()) return s;
-  unsigned char* out = config_.in_place ? send_.data() : recv_.data();
-  if (FindFault(faults_, Fault::Kind::kCorrupt, rank_) && config_.count > 0) {
-    Store(config_.dtype, out, config_.count / 2, Load(config_.dtype, out, config_.count / 2) + 1);
-  }
-  int range = PatternRange(nranks_, ExactLimit(config_.dtype));
-  // The expected values repeat with period range * nranks.
-  int64_t period = static_cast<int64_t>(range) * nranks_;
-  std::vector<double> expected(static_cast<size_t>(period));
-  for (int64_t i = 0; i < period; ++i) {
-    expected[i] = PatternReduced(config_.op, nranks_, range, i);
-  }
   int64_t wrong = 0;
-  for (int64_t i = 0; i < config_.count; ++i) {
-    if (Load(config_.dtype, out, i) != expected[i % period]) ++wrong;
+  if (layout_.check_output) {
+    unsigned char* out = Out();
+    if (FindFault(faults_, Fault::Kind::kCorrupt, rank_) && layout_.recv_count > 0) {
+      int64_t i = layout_.recv_count / 2;
+      Store(config_.dtype, out, i, Load(config_.dtype, out, i) + 1);
+    }
+    for (int64_t i = 0; i < layout_.recv_count; ++i) {
+      if (!PatternMatches(Load(config_.dtype, out, i), PatternExpected(layout_.check, i),
+                          layout_.check, config_.dtype)) {
+        ++wrong;
+      }
+    }
   }
   // Leave inputs valid for the timed operations that follow.
   FillInputs();

@@ -1,8 +1,9 @@
-// The CPU backend: collectives over MPI on host buffers.
+// The CPU backend: every collective over MPI on host buffers.
 //
 // Runs every case without a GPU, which is how CI tests the whole pipeline.
-// Data is verified with kernels/patterns.h. Faults from core/faults.h can
-// corrupt output on purpose for tests.
+// Buffers follow backends/collective_layout.h and are verified with
+// kernels/patterns.h. Faults from core/faults.h can corrupt output on
+// purpose for tests.
 #ifndef RINGMASTER_BACKENDS_HOST_HOST_BACKEND_H_
 #define RINGMASTER_BACKENDS_HOST_HOST_BACKEND_H_
 
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/collective_layout.h"
 #include "core/faults.h"
 
 namespace ringmaster {
@@ -30,23 +32,28 @@ class HostBackend : public CollectiveBackend {
   BackendInfo Info() const override;
   absl::Status Prepare(const CollectiveConfig& config) override;
   absl::StatusOr<double> TimeOps(int iters) override;
+  absl::StatusOr<std::vector<double>> TimeEachOp(int iters) override;
   absl::StatusOr<int64_t> Verify() override;
 
  private:
   absl::Status RunOnce();
   void FillInputs();
+  unsigned char* In();
+  unsigned char* Out();
 
   MPI_Comm comm_;
   int rank_ = 0;
   int nranks_ = 1;
   std::vector<Fault> faults_;
   CollectiveConfig config_;
+  CollectiveLayout layout_;
+  int64_t elem_ = 4;
   bool prepared_ = false;
   MPI_Datatype mpi_type_ = MPI_DATATYPE_NULL;
   MPI_Op mpi_op_ = MPI_OP_NULL;
   // User-defined ops for 16-bit floats by (dtype, op); freed at destruction.
   std::map<std::pair<int, int>, MPI_Op> custom_ops_;
-  std::vector<unsigned char> send_;
+  std::vector<unsigned char> send_;  // or the one in-place buffer
   std::vector<unsigned char> recv_;
 };
 

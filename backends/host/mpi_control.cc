@@ -47,6 +47,13 @@ absl::StatusOr<int64_t> MpiControl::Sum(int64_t value) {
   return out;
 }
 
+absl::Status MpiControl::MaxVector(std::vector<double>* values) {
+  if (values->size() > INT_MAX) return absl::InvalidArgumentError("vector too large");
+  return MpiError(MPI_Allreduce(MPI_IN_PLACE, values->data(), static_cast<int>(values->size()),
+                                MPI_DOUBLE, MPI_MAX, comm_),
+                  "MPI_Allreduce(max vector)", rank_);
+}
+
 absl::StatusOr<std::vector<double>> MpiControl::AllGather(double value) {
   std::vector<double> out(size_);
   int rc = MPI_Allgather(&value, 1, MPI_DOUBLE, out.data(), 1, MPI_DOUBLE, comm_);

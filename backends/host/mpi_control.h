@@ -18,6 +18,7 @@ class MpiControl : public Control {
   absl::Status Barrier() override;
   absl::StatusOr<double> Max(double value) override;
   absl::StatusOr<int64_t> Sum(int64_t value) override;
+  absl::Status MaxVector(std::vector<double>* values) override;
   absl::StatusOr<std::vector<double>> AllGather(double value) override;
   absl::StatusOr<std::vector<std::string>> AllGatherStrings(
       const std::string& value) override;
