@@ -99,114 +99,76 @@ struct LauncherLog {
   bool echo = true;
 };
 
-}  // namespace
+// Everything a job of this run shares with the others.
+struct JobContext {
+  const RunOptions& options;
+  JobManager& manager;
+  std::string address;
+  std::string worker;
+  int np;
+  std::string worker_backend;
+  std::string plan_path;
+  const v1::Plan& plan;
+  std::vector<std::string> command_line;
+};
 
-std::string FindDefaultPlan() {
-  std::vector<fs::path> candidates;
-  if (const char* dir = std::getenv("RINGMASTER_PLANS_DIR")) candidates.emplace_back(dir);
-  candidates.emplace_back("plans");
-  fs::path self = SelfDir();
-  candidates.push_back(self / ".." / ".." / "plans");           // build/bin
-  candidates.push_back(self / ".." / "share" / "ringmaster" / "plans");  // installed
-  for (const auto& dir : candidates) {
-    fs::path p = dir / "quickstart.yaml";
-    std::error_code ec;
-    if (fs::is_regular_file(p, ec)) return fs::weakly_canonical(p, ec).string();
-  }
-  return "plans/quickstart.yaml";
-}
+struct JobOutcome {
+  std::vector<v1::Result> results;
+  bool failed = false;
+  bool internal_error = false;
+};
 
-int ValidateCommand(const std::string& plan_path) {
-  auto plan = LoadPlanFile(plan_path);
-  if (!plan.ok()) {
-    Error(std::string(plan.status().message()));
-    return kExitUsage;
+// Sets NAME=value for the lifetime of the object, then restores the old
+// value (the launcher inherits this process's environment).
+class ScopedEnv {
+ public:
+  ScopedEnv(const std::string& name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name.c_str())) old_ = old;
+    setenv(name.c_str(), value.c_str(), 1);
   }
-  auto cases = ExpandPlan(*plan);
-  if (!cases.ok()) {
-    Error(std::string(cases.status().message()));
-    return kExitUsage;
-  }
-  std::cout << absl::StrFormat("%s: ok: plan \"%s\", %d case specs, %d cases\n", plan_path,
-                               plan->name(), plan->cases_size(), cases->size());
-  return kExitOk;
-}
-
-int RunCommand(const RunOptions& options, const std::vector<std::string>& command_line) {
-  // 1. Validate everything before writing anything.
-  std::string plan_path = options.plan_path.empty() ? FindDefaultPlan() : options.plan_path;
-  auto plan = LoadPlanFile(plan_path);
-  if (!plan.ok()) {
-    Error(std::string(plan.status().message()));
-    return kExitUsage;
-  }
-  auto cases = ExpandPlan(*plan);
-  if (!cases.ok()) {
-    Error(std::string(cases.status().message()));
-    return kExitUsage;
-  }
-  std::string worker = SelfDir() + "/ringmaster-worker";
-  if (access(worker.c_str(), X_OK) != 0) {
-    Error(worker + ": the worker binary is missing or not executable");
-    return kExitInternal;
-  }
-  Probe probe;
-  if (options.backend != "host") {
-    auto p = ProbeMachine(worker);
-    if (!p.ok()) {
-      Error(std::string(p.status().message()));
-      return kExitInternal;
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_.c_str(), old_->c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
     }
-    probe = *p;
   }
-  bool use_gpus = options.backend == "cuda" || (options.backend == "auto" && probe.gpus > 0);
-  if (options.backend == "cuda" && probe.gpus == 0) {
-    Error("--backend cuda: no GPU is visible here (use --backend host or auto)");
-    return kExitUsage;
-  }
-  int np = options.np > 0 ? options.np : plan->ranks();
-  if (np <= 0) np = use_gpus ? probe.gpus : 2;
-  if (use_gpus && options.hostfile.empty() && np > probe.gpus) {
-    Error(absl::StrFormat("--np %d: only %d GPU(s) are visible and NCCL needs one GPU per "
-                          "rank (use --backend host for CPU ranks)",
-                          np, probe.gpus));
-    return kExitUsage;
-  }
-  std::string worker_backend = options.backend == "auto" ? (use_gpus ? "cuda" : "host")
-                                                         : options.backend;
 
-  // 2. Durable store and the embedded coordinator.
-  std::error_code ec;
-  fs::create_directories(options.out_dir, ec);
-  if (ec) {
-    Error(options.out_dir + ": cannot create results folder: " + ec.message());
-    return kExitInternal;
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+// Launches one job (the plan's cases under one variant) and follows it to
+// its end.
+JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases, const v1::Variant* variant) {
+  JobOutcome result_of_job;
+  const RunOptions& options = ctx.options;
+  JobManager& manager = ctx.manager;
+  const int np = ctx.np;
+  const std::string& worker = ctx.worker;
+  const std::string& worker_backend = ctx.worker_backend;
+  const std::string& address = ctx.address;
+  const v1::Plan* plan = &ctx.plan;
+  std::vector<std::unique_ptr<ScopedEnv>> variant_env;
+  if (variant) {
+    for (const auto& [k, v] : variant->env()) variant_env.push_back(std::make_unique<ScopedEnv>(k, v));
   }
-  auto store = Store::Open((fs::path(options.out_dir) / "ringmaster.db").string());
-  if (!store.ok()) {
-    Error(std::string(store.status().message()));
-    return kExitInternal;
-  }
-  JobManager manager(store->get());
-  auto job = manager.CreateJob(*plan, *cases, np, command_line);
+  auto job = manager.CreateJob(*plan, cases, np, ctx.command_line);
   if (!job.ok()) {
     Error(std::string(job.status().message()));
-    return kExitInternal;
+    result_of_job.internal_error = true;
+    return result_of_job;
   }
   const std::string job_id = job->job_id();
+  std::error_code ec;
   fs::path job_dir = fs::path(options.out_dir) / job_id;
   fs::create_directories(job_dir, ec);
   if (ec) {
     Error(job_dir.string() + ": " + ec.message());
-    return kExitInternal;
+    result_of_job.internal_error = true;
+    return result_of_job;
   }
-  const std::string token = NewToken();
-  auto server = CoordinatorServer::Start(&manager, "127.0.0.1:0", token);
-  if (!server.ok()) {
-    Error(std::string(server.status().message()));
-    return kExitInternal;
-  }
-  const std::string address = absl::StrFormat("127.0.0.1:%d", (*server)->port());
 
   std::ofstream jsonl_file(job_dir / "results.jsonl");
   std::ofstream csv_file(job_dir / "results.csv");
@@ -216,11 +178,11 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
   std::vector<Reporter*> reporters = {&console, &jsonl, &csv};
 
   std::cerr << absl::StrFormat(
-      "ringmaster: job %s: plan %s (%d cases) on %d %s rank(s); coordinator %s\n", job_id,
-      plan_path, cases->size(), np, worker_backend == "cuda" ? "GPU" : "host", address);
+      "ringmaster: job %s: plan %s (%d cases) on %d %s rank(s)%s; coordinator %s\n", job_id,
+      ctx.plan_path, cases.size(), np, worker_backend == "cuda" ? "GPU" : "host",
+      variant ? ", variant " + variant->name() : "", address);
 
-  // 3. Launch. The token travels in the environment, never in argv.
-  setenv("RINGMASTER_TOKEN", token.c_str(), 1);
+  // 3. Launch.
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) env.emplace_back(*e);
   MpirunOptions mo;
@@ -254,14 +216,15 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
     f.set_reason(v1::WORKER_EXIT);
     f.set_detail(std::string(launched.status().message()));
     manager.Finish(job_id, v1::JOB_FAILED, f);
-    return kExitJobFailed;
+    result_of_job.failed = true;
+    return result_of_job;
   }
   ChildProcess& mpirun = **launched;
 
   // 4. Watch: results, rank reports, the launcher, heartbeats, deadlines.
   const std::string my_host = Hostname();
   const absl::Time start = absl::Now();
-  const double timeout_s = options.timeout_s > 0 ? options.timeout_s : DefaultTimeout(*cases);
+  const double timeout_s = options.timeout_s > 0 ? options.timeout_s : DefaultTimeout(cases);
   std::vector<v1::Result> results;
   bool begun = false;
   int registered = 0;
@@ -274,14 +237,14 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
   auto begin = [&] {
     if (begun) return;
     begun = true;
-    RunContext ctx;
-    ctx.job_id = job_id;
-    ctx.plan_name = plan->name();
-    ctx.nranks = np;
-    ctx.backend = worker_backend == "cuda" ? "cuda (NCCL)" : "host (MPI)";
-    for (const auto& r : manager.Ranks(job_id)) ctx.provenance.add_hosts(r.fingerprint.host());
-    if (!results.empty()) ctx.provenance = results.front().provenance();
-    for (Reporter* rep : reporters) rep->Begin(ctx);
+    RunContext rctx;
+    rctx.job_id = job_id;
+    rctx.plan_name = plan->name() + (variant ? " [" + variant->name() + "]" : "");
+    rctx.nranks = np;
+    rctx.backend = worker_backend == "cuda" ? "cuda (NCCL)" : "host (MPI)";
+    for (const auto& r : manager.Ranks(job_id)) rctx.provenance.add_hosts(r.fingerprint.host());
+    if (!results.empty()) rctx.provenance = results.front().provenance();
+    for (Reporter* rep : reporters) rep->Begin(rctx);
   };
   auto fail = [&](v1::FailureReason reason, int rank, const std::string& host,
                   const std::string& detail) {
@@ -374,7 +337,7 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
       int64_t slowest = INT64_MAX;
       for (const RankStatus& r : manager.Ranks(job_id)) slowest = std::min(slowest, r.progress_seq);
       std::cerr << absl::StrFormat("ringmaster: still running (%d/%d cases done, %.0f s)\n",
-                                   slowest + 1, cases->size(),
+                                   slowest + 1, cases.size(),
                                    absl::ToDoubleSeconds(now - start));
       last_output = now;
     }
@@ -413,7 +376,6 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
       for (Reporter* rep : reporters) rep->Report(ev->result);
     }
   }
-  (*server)->Shutdown();
 
   RunSummary summary = Summarize(results);
   if (!failure && summary.failed_results > 0) {
@@ -425,9 +387,9 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
       }
     }
   }
-  if (!failure && static_cast<size_t>(summary.results) < cases->size()) {
+  if (!failure && static_cast<size_t>(summary.results) < cases.size()) {
     fail(v1::WORKER_EXIT, -1, "",
-         absl::StrFormat("only %d of %d results arrived", summary.results, cases->size()));
+         absl::StrFormat("only %d of %d results arrived", summary.results, cases.size()));
   }
   summary.succeeded = !failure.has_value();
   if (failure) {
@@ -445,7 +407,137 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
                                failure ? "FAILED" : "SUCCEEDED",
                                absl::ToDoubleSeconds(absl::Now() - start), job_dir.string());
   if (failure) std::cerr << "ringmaster: failure: " << summary.failure << "\n";
-  return failure ? kExitJobFailed : kExitOk;
+  result_of_job.results = std::move(results);
+  result_of_job.failed = failure.has_value();
+  return result_of_job;
+}
+
+}  // namespace
+
+std::string FindDefaultPlan() {
+  std::vector<fs::path> candidates;
+  if (const char* dir = std::getenv("RINGMASTER_PLANS_DIR")) candidates.emplace_back(dir);
+  candidates.emplace_back("plans");
+  fs::path self = SelfDir();
+  candidates.push_back(self / ".." / ".." / "plans");           // build/bin
+  candidates.push_back(self / ".." / "share" / "ringmaster" / "plans");  // installed
+  for (const auto& dir : candidates) {
+    fs::path p = dir / "quickstart.yaml";
+    std::error_code ec;
+    if (fs::is_regular_file(p, ec)) return fs::weakly_canonical(p, ec).string();
+  }
+  return "plans/quickstart.yaml";
+}
+
+int ValidateCommand(const std::string& plan_path) {
+  auto plan = LoadPlanFile(plan_path);
+  if (!plan.ok()) {
+    Error(std::string(plan.status().message()));
+    return kExitUsage;
+  }
+  auto cases = ExpandPlan(*plan);
+  if (!cases.ok()) {
+    Error(std::string(cases.status().message()));
+    return kExitUsage;
+  }
+  std::cout << absl::StrFormat("%s: ok: plan \"%s\", %d case specs, %d cases\n", plan_path,
+                               plan->name(), plan->cases_size(), cases->size());
+  return kExitOk;
+}
+
+int RunCommand(const RunOptions& options, const std::vector<std::string>& command_line) {
+  // 1. Validate everything before writing anything.
+  std::string plan_path = options.plan_path.empty() ? FindDefaultPlan() : options.plan_path;
+  auto plan = LoadPlanFile(plan_path);
+  if (!plan.ok()) {
+    Error(std::string(plan.status().message()));
+    return kExitUsage;
+  }
+  auto cases = ExpandPlan(*plan);
+  if (!cases.ok()) {
+    Error(std::string(cases.status().message()));
+    return kExitUsage;
+  }
+  std::string worker = SelfDir() + "/ringmaster-worker";
+  if (access(worker.c_str(), X_OK) != 0) {
+    Error(worker + ": the worker binary is missing or not executable");
+    return kExitInternal;
+  }
+  Probe probe;
+  if (options.backend != "host") {
+    auto p = ProbeMachine(worker);
+    if (!p.ok()) {
+      Error(std::string(p.status().message()));
+      return kExitInternal;
+    }
+    probe = *p;
+  }
+  bool use_gpus = options.backend == "cuda" || (options.backend == "auto" && probe.gpus > 0);
+  if (options.backend == "cuda" && probe.gpus == 0) {
+    Error("--backend cuda: no GPU is visible here (use --backend host or auto)");
+    return kExitUsage;
+  }
+  int np = options.np > 0 ? options.np : plan->ranks();
+  if (np <= 0) np = use_gpus ? probe.gpus : 2;
+  if (use_gpus && options.hostfile.empty() && np > probe.gpus) {
+    Error(absl::StrFormat("--np %d: only %d GPU(s) are visible and NCCL needs one GPU per "
+                          "rank (use --backend host for CPU ranks)",
+                          np, probe.gpus));
+    return kExitUsage;
+  }
+  std::string worker_backend = options.backend == "auto" ? (use_gpus ? "cuda" : "host")
+                                                         : options.backend;
+
+  // 2. Durable store and the embedded coordinator.
+  std::error_code ec;
+  fs::create_directories(options.out_dir, ec);
+  if (ec) {
+    Error(options.out_dir + ": cannot create results folder: " + ec.message());
+    return kExitInternal;
+  }
+  auto store = Store::Open((fs::path(options.out_dir) / "ringmaster.db").string());
+  if (!store.ok()) {
+    Error(std::string(store.status().message()));
+    return kExitInternal;
+  }
+  JobManager manager(store->get());
+  const std::string token = NewToken();
+  auto server = CoordinatorServer::Start(&manager, "127.0.0.1:0", token);
+  if (!server.ok()) {
+    Error(std::string(server.status().message()));
+    return kExitInternal;
+  }
+  // The token travels in the environment, never in argv.
+  setenv("RINGMASTER_TOKEN", token.c_str(), 1);
+  JobContext ctx{options,  manager, absl::StrFormat("127.0.0.1:%d", (*server)->port()),
+                 worker,   np,      worker_backend,
+                 plan_path, *plan,  command_line};
+
+  // One job per interconnect variant (or one job when the plan has none).
+  std::vector<const v1::Variant*> variants;
+  for (const auto& v : plan->variants()) variants.push_back(&v);
+  if (variants.empty()) variants.push_back(nullptr);
+  std::vector<v1::Result> all;
+  bool failed = false, internal = false;
+  for (const v1::Variant* variant : variants) {
+    std::vector<v1::Case> vcases = *cases;
+    for (auto& c : vcases) {
+      if (variant) {
+        c.set_variant(variant->name());
+        c.set_ceiling_gbps(variant->ceiling_gbps());
+      }
+    }
+    JobOutcome outcome = RunJob(ctx, std::move(vcases), variant);
+    failed = failed || outcome.failed;
+    internal = internal || outcome.internal_error;
+    all.insert(all.end(), outcome.results.begin(), outcome.results.end());
+  }
+  (*server)->Shutdown();
+  if (variants.size() > 1) {
+    std::cout << "\n" << RenderVariantComparison(all);
+  }
+  if (internal) return kExitInternal;
+  return failed ? kExitJobFailed : kExitOk;
 }
 
 }  // namespace ringmaster

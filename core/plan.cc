@@ -5,12 +5,14 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -23,14 +25,16 @@ namespace ringmaster {
 namespace {
 
 constexpr const char* kTopKeys[] = {"name", "description", "ranks", "defaults",
-                                    "cases"};
+                                    "cases", "variants"};
+constexpr const char* kVariantKeys[] = {"name", "env", "ceiling", "description"};
 constexpr const char* kCaseKeys[] = {"name",     "collective", "sizes",
                                      "dtypes",   "ops",        "placement",
                                      "root",     "verify",     "backend",
-                                     "timing"};
+                                     "timing",   "ladder"};
 constexpr const char* kTimingKeys[] = {
     "warmup",      "min_samples",   "max_samples",         "target_ci",
-    "max_time",    "sample_target", "max_iters_per_sample"};
+    "max_time",    "sample_target", "max_iters_per_sample", "mode",
+    "warmup_time", "iters"};
 constexpr const char* kSizeKeys[] = {"min", "max", "factor"};
 
 // Reads one plan; every method returns errors already formatted as
@@ -84,6 +88,9 @@ class PlanParser {
                    absl::StrFormat("at most %d cases are allowed, got %d",
                                    limits_.max_case_specs, cases.size()));
     }
+    if (YAML::Node variants = root["variants"]) {
+      RM_RETURN_IF_ERROR(ParseVariants(variants, &plan));
+    }
     std::set<std::string> names;
     for (size_t i = 0; i < cases.size(); ++i) {
       std::string prefix = absl::StrFormat("cases[%d]", i);
@@ -99,6 +106,69 @@ class PlanParser {
   }
 
  private:
+  absl::Status ParseVariants(const YAML::Node& node, v1::Plan* plan) const {
+    if (!node.IsSequence() || node.size() == 0) {
+      return Error(node, "variants", "expected a non-empty list of {name, env, ceiling}");
+    }
+    if (static_cast<int>(node.size()) > 16) {
+      return Error(node, "variants", "at most 16 variants are allowed");
+    }
+    std::set<std::string> names;
+    for (size_t i = 0; i < node.size(); ++i) {
+      const YAML::Node& v = node[i];
+      std::string f = absl::StrFormat("variants[%d]", i);
+      if (!v.IsMap()) return Error(v, f, "expected a mapping with name and env");
+      RM_RETURN_IF_ERROR(CheckKeys(v, f + ".", kVariantKeys));
+      v1::Variant* out = plan->add_variants();
+      RM_ASSIGN_OR_RETURN(*out->mutable_name(), RequiredString(v, v["name"], f + ".name"));
+      for (char ch : out->name()) {
+        if (!(absl::ascii_isalnum(ch) || ch == '-' || ch == '_')) {
+          return Error(v["name"], f + ".name",
+                       "expected letters, digits, '-' and '_' only");
+        }
+      }
+      if (!names.insert(out->name()).second) {
+        return Error(v["name"], f + ".name",
+                     absl::StrFormat("duplicate variant name \"%s\"", out->name()));
+      }
+      if (v["description"]) {
+        RM_ASSIGN_OR_RETURN(*out->mutable_description(),
+                            String(v["description"], f + ".description"));
+      }
+      if (v["ceiling"]) {
+        std::string cf = f + ".ceiling";
+        const YAML::Node& c = v["ceiling"];
+        std::string text = c.IsScalar() ? c.Scalar() : "";
+        // "370.8GB/s" or a plain number of GB/s.
+        for (const char* suffix : {"GB/s", "gb/s", "GBps"}) {
+          if (absl::EndsWith(text, suffix)) text = text.substr(0, text.size() - strlen(suffix));
+        }
+        double g = 0;
+        if (!absl::SimpleAtod(absl::StripAsciiWhitespace(text), &g) || !(g > 0) ||
+            !std::isfinite(g)) {
+          return Error(c, cf, "expected a positive bandwidth in GB/s, like 370.8 or 63GB/s");
+        }
+        out->set_ceiling_gbps(g);
+      }
+      if (const YAML::Node& env = v["env"]) {
+        if (!env.IsMap()) return Error(env, f + ".env", "expected a mapping NAME: value");
+        for (const auto& kv : env) {
+          std::string name = kv.first.Scalar();
+          std::string ef = f + ".env." + name;
+          bool ok = absl::StartsWith(name, "NCCL_") && name.size() > 5;
+          for (char ch : name) ok = ok && (absl::ascii_isupper(ch) || absl::ascii_isdigit(ch) || ch == '_');
+          if (!ok) {
+            return Error(kv.first, ef,
+                         "only NCCL_* variables (upper case, digits, '_') may be set");
+          }
+          if (!kv.second.IsScalar()) return Error(kv.second, ef, "expected a single value");
+          (*out->mutable_env())[name] = kv.second.Scalar();
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Error(const YAML::Node& node, std::string_view field,
                      std::string_view what) const {
     int line = node.Mark().is_null() ? 0 : node.Mark().line + 1;
@@ -299,12 +369,12 @@ class PlanParser {
     }
     if (node["min_samples"]) {
       RM_ASSIGN_OR_RETURN(int64_t v, Int(node["min_samples"], field + ".min_samples",
-                                         2, limits_.max_samples));
+                                         1, limits_.max_samples));
       t.set_min_samples(static_cast<int32_t>(v));
     }
     if (node["max_samples"]) {
       RM_ASSIGN_OR_RETURN(int64_t v, Int(node["max_samples"], field + ".max_samples",
-                                         2, limits_.max_samples));
+                                         1, limits_.max_samples));
       t.set_max_samples(static_cast<int32_t>(v));
     }
     if (t.max_samples() < t.min_samples()) {
@@ -325,6 +395,20 @@ class PlanParser {
       RM_ASSIGN_OR_RETURN(double v,
                           Duration(node["sample_target"], field + ".sample_target"));
       t.set_sample_target_s(v);
+    }
+    if (node["warmup_time"]) {
+      // 0 is allowed here: run every warm-up operation.
+      const YAML::Node& w = node["warmup_time"];
+      if (w.IsScalar() && w.Scalar() == "0") {
+        t.set_warmup_max_time_s(0);
+      } else {
+        RM_ASSIGN_OR_RETURN(double v, Duration(w, field + ".warmup_time"));
+        t.set_warmup_max_time_s(v);
+      }
+    }
+    if (node["iters"]) {
+      RM_ASSIGN_OR_RETURN(int64_t v, Int(node["iters"], field + ".iters", 1, 1000000));
+      t.set_fixed_iters_per_sample(static_cast<int32_t>(v));
     }
     if (node["max_iters_per_sample"]) {
       RM_ASSIGN_OR_RETURN(int64_t v, Int(node["max_iters_per_sample"],
@@ -436,7 +520,16 @@ class PlanParser {
       }
     } else {
       spec.add_in_place(false);
-      spec.add_in_place(true);
+      if (!NoInPlace(spec.collective())) spec.add_in_place(true);
+    }
+    if (NoInPlace(spec.collective())) {
+      for (bool ip : spec.in_place()) {
+        if (ip) {
+          return Error(placement, f,
+                       absl::StrFormat("%s has no in-place form; use out_of_place",
+                                       CollectiveName(spec.collective())));
+        }
+      }
     }
 
     YAML::Node root = get("root", &f);
@@ -466,8 +559,41 @@ class PlanParser {
     YAML::Node timing = get("timing", &f);
     if (timing) {
       RM_ASSIGN_OR_RETURN(*spec.mutable_timing(), ParseTiming(timing, f));
+      if (timing.IsMap() && timing["mode"]) {
+        std::string mf = f + ".mode";
+        RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(timing["mode"], mf));
+        for (const auto& item : items) {
+          std::string m = absl::AsciiStrToLower(item.Scalar());
+          if (m == "pipelined") {
+            spec.add_modes(v1::PIPELINED);
+          } else if (m == "per_op") {
+            spec.add_modes(v1::PER_OP);
+          } else if (m == "graph") {
+            spec.add_modes(v1::GRAPH);
+          } else {
+            return Error(item, mf,
+                         absl::StrFormat("expected pipelined, per_op or graph, got \"%s\"",
+                                         item.Scalar()));
+          }
+        }
+      }
     } else {
       *spec.mutable_timing() = DefaultTiming();
+    }
+    if (spec.modes_size() == 0) spec.add_modes(v1::PIPELINED);
+
+    YAML::Node ladder = get("ladder", &f);
+    if (ladder) {
+      RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(ladder, f));
+      int64_t previous = 0;
+      for (const auto& item : items) {
+        RM_ASSIGN_OR_RETURN(int64_t n, Int(item, f, 1, 65536));
+        if (n <= previous) {
+          return Error(item, f, "expected rank counts in increasing order, like [1, 2, 4]");
+        }
+        previous = n;
+        spec.add_ladder(static_cast<int32_t>(n));
+      }
     }
 
     // Every size must hold at least one element of every dtype.
@@ -487,6 +613,10 @@ class PlanParser {
     return spec;
   }
 
+  static bool NoInPlace(v1::Collective c) {
+    return c == v1::ALL_TO_ALL || c == v1::SEND_RECV;
+  }
+
   std::string file_;
   PlanLimits limits_;
 };
@@ -503,6 +633,7 @@ v1::Timing DefaultTiming() {
   t.set_sample_target_s(2e-3);
   t.set_max_iters_per_sample(1000);
   t.set_mode(v1::PIPELINED);
+  t.set_warmup_max_time_s(0.05);
   return t;
 }
 

@@ -70,6 +70,8 @@ struct BadPlan {
   const char* expected_text;
 };
 
+void PrintTo(const BadPlan& p, std::ostream* os) { *os << p.name; }
+
 class BadPlanTest : public ::testing::TestWithParam<BadPlan> {};
 
 TEST_P(BadPlanTest, OneLineErrorNamingFileLineAndField) {

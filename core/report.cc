@@ -2,6 +2,9 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
+#include <map>
+
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/names.h"
@@ -10,11 +13,30 @@
 namespace ringmaster {
 namespace {
 
+std::string_view ModeName(v1::TimingMode m) {
+  switch (m) {
+    case v1::PER_OP: return "per-op";
+    case v1::GRAPH: return "graph";
+    default: return "pipelined";
+  }
+}
+
+std::string OpText(const v1::Case& c) {
+  return IsReduction(c.collective()) ? std::string(ReduceOpName(c.op())) : "-";
+}
+
+// One table section per case spec, collective, type, op, mode, ranks and
+// variant: the line that introduces it.
 std::string Group(const v1::Result& r) {
   const v1::Case& c = r.case_();
-  return absl::StrFormat("%s %s %s %s", c.spec_name(),
-                         CollectiveName(c.collective()), DataTypeName(c.dtype()),
-                         ReduceOpName(c.op()));
+  std::string g = absl::StrFormat("%s: %s %s %s | %s timing | %d ranks", c.spec_name(),
+                                  CollectiveName(c.collective()), DataTypeName(c.dtype()),
+                                  OpText(c), ModeName(r.timing_mode()), r.nranks());
+  if (!c.variant().empty()) {
+    g += " | variant " + c.variant();
+    if (c.ceiling_gbps() > 0) g += absl::StrFormat(" (ceiling %.4g GB/s)", c.ceiling_gbps());
+  }
+  return g;
 }
 
 std::string CsvField(std::string_view s) {
@@ -53,31 +75,25 @@ void ConsoleReporter::Begin(const RunContext& context) {
 }
 
 void ConsoleReporter::Header() {
-  out_ << absl::StrFormat("#%12s %12s %9s %6s %5s %10s %9s %9s %7s %5s %6s\n",
-                          "size", "count", "type", "redop", "place", "time",
-                          "algbw", "busbw", "#wrong", "n", "ci95");
-  out_ << absl::StrFormat("#%12s %12s %9s %6s %5s %10s %9s %9s %7s %5s %6s\n",
-                          "(B)", "(elements)", "", "", "", "(us)", "(GB/s)",
-                          "(GB/s)", "", "", "(%)");
+  out_ << absl::StrFormat("#%12s %12s %9s %6s %5s %10s %10s %9s %9s %7s %5s %6s %5s\n",
+                          "size", "count", "type", "redop", "place", "time", "p99",
+                          "algbw", "busbw", "#wrong", "n", "ci95", "skew");
+  out_ << absl::StrFormat("#%12s %12s %9s %6s %5s %10s %10s %9s %9s %7s %5s %6s %5s\n",
+                          "(B)", "(elements)", "", "", "", "(us)", "(us)", "(GB/s)",
+                          "(GB/s)", "", "", "(%)", "");
 }
 
 void ConsoleReporter::Report(const v1::Result& r) {
   std::string group = Group(r);
   if (group != last_group_) {
-    out_ << absl::StrFormat("#\n# %s (%s timing)\n",
-                            absl::StrFormat("%s: %s %s %s", r.case_().spec_name(),
-                                            CollectiveName(r.case_().collective()),
-                                            DataTypeName(r.case_().dtype()),
-                                            ReduceOpName(r.case_().op())),
-                            r.timing_mode() == v1::PIPELINED ? "pipelined"
-                                                             : "unspecified");
+    out_ << "#\n# " << group << "\n";
     Header();
     last_group_ = group;
   }
   const v1::Case& c = r.case_();
   std::string prefix = absl::StrFormat(
       " %12d %12d %9s %6s %5s", c.size_bytes(), c.count(), DataTypeName(c.dtype()),
-      ReduceOpName(c.op()), c.in_place() ? "in" : "out");
+      OpText(c), c.in_place() ? "in" : "out");
   if (r.status() != v1::OK) {
     out_ << prefix
          << absl::StrFormat("  FAILED %s%s%s\n",
@@ -94,9 +110,9 @@ void ConsoleReporter::Report(const v1::Result& r) {
     std::string wrong =
         r.wrong_elements() < 0 ? "N/A" : absl::StrFormat("%d", r.wrong_elements());
     out_ << prefix
-         << absl::StrFormat(" %10.2f %9.2f %9.2f %7s %5d %6.2f\n",
-                            s.median_s() * 1e6, r.algbw_gbps(), r.busbw_gbps(),
-                            wrong, s.samples(), ci_pct);
+         << absl::StrFormat(" %10.2f %10.2f %9.2f %9.2f %7s %5d %6.2f %5.2f\n",
+                            s.median_s() * 1e6, s.p99_s() * 1e6, r.algbw_gbps(),
+                            r.busbw_gbps(), wrong, s.samples(), ci_pct, r.straggler_ratio());
   }
   out_.flush();
 }
@@ -130,8 +146,9 @@ void JsonLinesReporter::Report(const v1::Result& result) {
 
 void CsvReporter::Begin(const RunContext& context) {
   out_ << "job_id,seq,case,collective,dtype,op,size_bytes,count,placement,"
-          "nranks,status,failure,time_us,min_us,p95_us,stddev_us,ci95_us,"
-          "samples,iters_per_sample,algbw_gbps,busbw_gbps,wrong_elements\n";
+          "nranks,timing_mode,variant,status,failure,time_us,min_us,p95_us,p99_us,"
+          "stddev_us,ci95_us,samples,iters_per_sample,algbw_gbps,busbw_gbps,"
+          "pct_of_ceiling,wrong_elements,straggler_ratio,straggler_rank\n";
 }
 
 void CsvReporter::Report(const v1::Result& r) {
@@ -140,15 +157,81 @@ void CsvReporter::Report(const v1::Result& r) {
   std::string failure =
       r.status() == v1::OK ? "" : std::string(FailureReasonName(r.failure().reason()));
   out_ << absl::StrFormat(
-      "%s,%d,%s,%s,%s,%s,%d,%d,%s,%d,%s,%s,%.4f,%.4f,%.4f,%.4f,%.4f,%d,%d,%.6f,%"
-      ".6f,%d\n",
+      "%s,%d,%s,%s,%s,%s,%d,%d,%s,%d,%s,%s,%s,%s,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,%d,%.6f,%"
+      ".6f,%.3f,%d,%.4f,%d\n",
       CsvField(r.job_id()), c.seq(), CsvField(c.spec_name()),
-      CollectiveName(c.collective()), DataTypeName(c.dtype()), ReduceOpName(c.op()),
+      CollectiveName(c.collective()), DataTypeName(c.dtype()), OpText(c),
       c.size_bytes(), c.count(), c.in_place() ? "in_place" : "out_of_place",
-      r.nranks(), r.status() == v1::OK ? "ok" : "failed", failure,
-      s.median_s() * 1e6, s.min_s() * 1e6, s.p95_s() * 1e6, s.stddev_s() * 1e6,
-      s.ci95_half_width_s() * 1e6, s.samples(), s.iters_per_sample(),
-      r.algbw_gbps(), r.busbw_gbps(), r.wrong_elements());
+      r.nranks(), ModeName(r.timing_mode()), CsvField(c.variant()),
+      r.status() == v1::OK ? "ok" : "failed", failure,
+      s.median_s() * 1e6, s.min_s() * 1e6, s.p95_s() * 1e6, s.p99_s() * 1e6,
+      s.stddev_s() * 1e6, s.ci95_half_width_s() * 1e6, s.samples(), s.iters_per_sample(),
+      r.algbw_gbps(), r.busbw_gbps(), r.pct_of_ceiling(), r.wrong_elements(),
+      r.straggler_ratio(), r.straggler_rank());
+}
+
+std::string RenderVariantComparison(const std::vector<v1::Result>& results) {
+  // Variants in order of first appearance, rows likewise.
+  std::vector<std::string> variants;
+  std::vector<std::string> row_keys;
+  std::map<std::string, const v1::Case*> row_case;
+  std::map<std::pair<std::string, std::string>, const v1::Result*> cell;
+  std::map<std::string, double> ceilings;
+  for (const auto& r : results) {
+    const v1::Case& c = r.case_();
+    if (std::find(variants.begin(), variants.end(), c.variant()) == variants.end()) {
+      variants.push_back(c.variant());
+      ceilings[c.variant()] = c.ceiling_gbps();
+    }
+    std::string key = absl::StrFormat("%s|%d|%d|%d|%d|%d|%d|%d", c.spec_name(), c.collective(),
+                                      c.dtype(), c.op(), c.size_bytes(), c.in_place(),
+                                      c.nranks(), c.timing().mode());
+    if (!row_case.count(key)) {
+      row_keys.push_back(key);
+      row_case[key] = &c;
+    }
+    cell[{key, c.variant()}] = &r;
+  }
+  std::string out = "# interconnect variants: busbw (GB/s) and % of each path's ceiling\n";
+  out += absl::StrFormat("#%-24s %12s %5s %5s %9s", "collective", "size (B)", "place", "ranks",
+                         "mode");
+  for (const auto& v : variants) {
+    std::string head = v.empty() ? "(default)" : v;
+    if (ceilings[v] > 0) head += absl::StrFormat(" /%.4g", ceilings[v]);
+    out += absl::StrFormat(" %20s", head);
+  }
+  out += "\n";
+  for (const auto& key : row_keys) {
+    const v1::Case& c = *row_case[key];
+    const v1::Result& any = *cell.begin()->second;
+    int nranks = any.nranks();
+    for (const auto& v : variants) {
+      auto it = cell.find({key, v});
+      if (it != cell.end()) nranks = it->second->nranks();
+    }
+    out += absl::StrFormat(" %-24s %12d %5s %5d %9s",
+                           absl::StrFormat("%s %s %s", CollectiveName(c.collective()),
+                                           DataTypeName(c.dtype()), OpText(c)),
+                           c.size_bytes(), c.in_place() ? "in" : "out", nranks,
+                           ModeName(c.timing().mode()));
+    for (const auto& v : variants) {
+      auto it = cell.find({key, v});
+      std::string text = "-";
+      if (it != cell.end()) {
+        const v1::Result& r = *it->second;
+        if (r.status() != v1::OK) {
+          text = std::string("FAILED ") + std::string(FailureReasonName(r.failure().reason()));
+        } else if (r.pct_of_ceiling() > 0) {
+          text = absl::StrFormat("%.2f (%5.1f%%)", r.busbw_gbps(), r.pct_of_ceiling());
+        } else {
+          text = absl::StrFormat("%.2f", r.busbw_gbps());
+        }
+      }
+      out += absl::StrFormat(" %20s", text);
+    }
+    out += "\n";
+  }
+  return out;
 }
 
 RunSummary Summarize(const std::vector<v1::Result>& results) {

@@ -78,6 +78,11 @@ class CsvReporter : public Reporter {
 // The JSON Lines form of one result (no trailing newline).
 std::string ResultToJson(const v1::Result& result);
 
+// The same cases under several interconnect variants, side by side: one row
+// per (case, collective, dtype, op, size, placement, ranks, mode), one busbw
+// column per variant with its percentage of the variant's ceiling.
+std::string RenderVariantComparison(const std::vector<v1::Result>& results);
+
 // Mean busbw of OK results and counts, for RunSummary.
 RunSummary Summarize(const std::vector<v1::Result>& results);
 

@@ -8,24 +8,7 @@
 namespace ringmaster {
 namespace {
 
-constexpr char kGoldenConsole[] =
-    "# ringmaster quick | job job-1 | 2 ranks | backend host (MPI)\n"
-    "#\n"
-    "# ar: all_reduce float32 sum (pipelined timing)\n"
-    "#        size        count      type  redop place       time     algbw     busbw  #wrong     n   ci95\n"
-    "#         (B)   (elements)                              (us)    (GB/s)    (GB/s)                  (%)\n"
-    "      1048576       262144   float32    sum   out      20.00     52.43     52.43       0    10   0.50\n"
-    "      1048576       262144   float32    sum    in  FAILED data_mismatch rank 1: 3 wrong elements\n"
-    "# results: 2 (1 failed)\n"
-    "# Avg bus bandwidth    : 52.4288 GB/s\n"
-    "# status: FAILED: data_mismatch\n";
-
-constexpr char kGoldenCsv[] =
-    "job_id,seq,case,collective,dtype,op,size_bytes,count,placement,nranks,"
-    "status,failure,time_us,min_us,p95_us,stddev_us,ci95_us,samples,"
-    "iters_per_sample,algbw_gbps,busbw_gbps,wrong_elements\n"
-    "job-1,0,ar,all_reduce,float32,sum,1048576,262144,out_of_place,2,ok,,"
-    "20.0000,0.0000,0.0000,0.0000,0.1000,10,20,52.428800,52.428800,0\n";
+#include "core/report_golden.inc"
 
 v1::Result MakeResult(int64_t size, bool in_place, double median_s) {
   v1::Result r;
@@ -48,6 +31,10 @@ v1::Result MakeResult(int64_t size, bool in_place, double median_s) {
   s->set_median_s(median_s);
   s->set_mean_s(median_s);
   s->set_ci95_half_width_s(median_s * 0.005);
+  s->set_p99_s(median_s * 1.25);
+  r.set_straggler_ratio(1.02);
+  r.set_straggler_rank(1);
+  r.set_straggler_host("node1");
   r.set_algbw_gbps(size / median_s / 1e9);
   r.set_busbw_gbps(size / median_s / 1e9);
   r.set_wrong_elements(0);
@@ -82,6 +69,30 @@ TEST(CsvReporter, Golden) {
   reporter.Begin({});
   reporter.Report(MakeResult(1048576, false, 20e-6));
   EXPECT_EQ(out.str(), kGoldenCsv);
+}
+
+TEST(JsonLinesReporter, Golden) {
+  std::ostringstream out;
+  JsonLinesReporter reporter(out);
+  reporter.Report(MakeResult(1048576, false, 20e-6));
+  EXPECT_EQ(out.str(), kGoldenJsonl);
+}
+
+TEST(RenderVariantComparison, Golden) {
+  std::vector<v1::Result> results;
+  for (const char* variant : {"nvlink", "pcie"}) {
+    for (int64_t size : {1048576, 1073741824}) {
+      v1::Result r = MakeResult(size, false, std::string(variant) == "pcie" ? size / 25e9 : size / 300e9);
+      r.mutable_case_()->set_variant(variant);
+      r.mutable_case_()->set_ceiling_gbps(std::string(variant) == "pcie" ? 63 : 370.8);
+      r.set_busbw_gbps(std::string(variant) == "pcie" ? 25 : 300);
+      r.set_pct_of_ceiling(100 * r.busbw_gbps() / r.case_().ceiling_gbps());
+      results.push_back(r);
+    }
+  }
+  results[3].set_status(v1::FAILED);
+  results[3].mutable_failure()->set_reason(v1::DEADLINE);
+  EXPECT_EQ(RenderVariantComparison(results), kGoldenVariants);
 }
 
 TEST(JsonLinesReporter, OneObjectPerLineWithSnakeCaseFields) {

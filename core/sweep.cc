@@ -33,6 +33,14 @@ absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan,
     if (ops.empty()) ops.push_back(v1::REDUCE_OP_UNSPECIFIED);
     std::vector<bool> placements(spec.in_place().begin(), spec.in_place().end());
     if (placements.empty()) placements.push_back(false);
+    std::vector<v1::TimingMode> modes;
+    for (int m : spec.modes()) modes.push_back(static_cast<v1::TimingMode>(m));
+    if (modes.empty()) modes.push_back(v1::PIPELINED);
+    std::vector<int32_t> ladder;
+    for (int32_t n : spec.ladder()) ladder.push_back(n);
+    if (ladder.empty()) ladder.push_back(0);
+    for (int32_t nranks : ladder)
+    for (v1::TimingMode mode : modes)
     for (int dt : spec.dtypes()) {
       auto dtype = static_cast<v1::DataType>(dt);
       int64_t elem = DataTypeSize(dtype);
@@ -57,6 +65,8 @@ absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan,
             c.set_in_place(in_place);
             c.set_root(spec.root());
             *c.mutable_timing() = spec.timing();
+            c.mutable_timing()->set_mode(mode);
+            c.set_nranks(nranks);
             c.set_verify(spec.verify());
             c.set_backend(spec.backend());
             cases.push_back(std::move(c));

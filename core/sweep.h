@@ -14,8 +14,8 @@ namespace ringmaster {
 // explicit list in the order given.
 std::vector<int64_t> SweepSizes(const v1::SizeSweep& sweep);
 
-// Expands every CaseSpec: for each dtype, op, size and placement, in that
-// nesting order (placement innermost, so out-of-place and in-place of one
+// Expands every CaseSpec: for each ladder rung, timing mode, dtype, op, size
+// and placement, in that nesting order (placement innermost, so out-of-place and in-place of one
 // size sit together as in nccl-tests). Sizes are rounded down to a whole
 // number of elements. Cases are numbered by `seq` from 0.
 // InvalidArgument when the expansion exceeds `max_cases`.

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
+#include <tuple>
 
 #include <mutex>
 #include "coordinator/launcher.h"
@@ -138,11 +140,99 @@ TEST_F(RunTest, FourHostRanksStoreVerifiedResults) {
   EXPECT_EQ(lines, 37);  // header + rows
 }
 
+// Every collective x dtype x op x placement on 1-4 ranks (a ladder in one
+// 4-rank launch), each output element checked.
+TEST_F(RunTest, EveryCollectiveDtypeAndOpVerifiedOnOneToFourRanks) {
+  std::string out = (dir_ / "results").string();
+  Outcome o = RunRingmaster({"run", std::string(RINGMASTER_SOURCE_DIR) + "/tests/plans/verify-all.yaml",
+                             "--np", "4", "--backend", "host", "--out", out, "--quiet"});
+  ASSERT_EQ(o.exit_code, 0) << o.err << o.out.substr(0, 4000);
+  auto store = Store::Open(out + "/ringmaster.db");
+  ASSERT_TRUE(store.ok());
+  auto results = (*store)->Results(JobId(o), -1, 0);
+  ASSERT_TRUE(results.ok());
+  std::set<std::tuple<int, int, int, bool, int>> seen;  // collective, dtype, op, in_place, n
+  for (const v1::Result& r : *results) {
+    const v1::Case& c = r.case_();
+    SCOPED_TRACE(r.idempotency_key());
+    ASSERT_EQ(r.status(), v1::OK) << r.failure().detail();
+    EXPECT_EQ(r.wrong_elements(), 0);
+    seen.insert({c.collective(), c.dtype(), c.op(), c.in_place(), r.nranks()});
+  }
+  // 3 reductions x 8 dtypes x 5 ops x 2 placements + 2 rooted/gathering
+  // collectives x 8 x 2 + 2 out-of-place-only collectives x 8, on 4 rank counts.
+  EXPECT_EQ(seen.size(), static_cast<size_t>((3 * 8 * 5 * 2 + 2 * 8 * 2 + 2 * 8) * 4));
+}
+
+TEST_F(RunTest, CorruptedElementIsReportedAsDataMismatchWithItsCount) {
+  std::string out = (dir_ / "results").string();
+  Outcome o = RunRingmaster({"run", std::string(RINGMASTER_SOURCE_DIR) + "/tests/plans/verify-all.yaml",
+                             "--np", "4", "--backend", "host", "--out", out, "--quiet"},
+                            {{"RINGMASTER_FAULT", "corrupt:rank=1"}});
+  EXPECT_EQ(o.exit_code, 1);
+  auto store = Store::Open(out + "/ringmaster.db");
+  ASSERT_TRUE(store.ok());
+  auto results = (*store)->Results(JobId(o), -1, 0);
+  ASSERT_TRUE(results.ok());
+  int caught = 0;
+  for (const v1::Result& r : *results) {
+    const v1::Case& c = r.case_();
+    SCOPED_TRACE(r.idempotency_key());
+    // Rank 1 checks an output unless it is not in the communicator or is a
+    // reduce's non-root.
+    bool rank1_checks = r.nranks() >= 2 && !(c.collective() == v1::REDUCE && c.root() != 1);
+    if (rank1_checks) {
+      ASSERT_EQ(r.status(), v1::FAILED);
+      EXPECT_EQ(r.failure().reason(), v1::DATA_MISMATCH);
+      EXPECT_EQ(r.failure().rank(), 1);
+      EXPECT_EQ(r.wrong_elements(), 1);
+      EXPECT_EQ(r.busbw_gbps(), 0);
+      ++caught;
+    } else {
+      EXPECT_EQ(r.status(), v1::OK);
+    }
+  }
+  EXPECT_GT(caught, 1000);
+  EXPECT_THAT(o.err, HasSubstr("data_mismatch rank 1"));
+}
+
+TEST_F(RunTest, CollectivesPlanPassesOnTwoHostRanks) {
+  Outcome o = RunRingmaster({"run", std::string(RINGMASTER_SOURCE_DIR) + "/plans/collectives.yaml",
+                             "--np", "2", "--backend", "host", "--out", (dir_ / "r").string(),
+                             "--quiet"});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr("# status: SUCCEEDED"));
+  for (const char* c : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+                        "all_to_all", "send_recv"}) {
+    EXPECT_THAT(o.out, HasSubstr(std::string(": ") + c + " float32")) << c;
+  }
+}
+
+TEST_F(RunTest, VariantsRunSideBySide) {
+  std::ofstream(plan_) << R"(name: ab
+variants:
+  - {name: plain, ceiling: 100}
+  - {name: noshm, env: {NCCL_SHM_DISABLE: "1"}}
+cases:
+  - {name: ar, collective: all_reduce, sizes: [4KiB, 64KiB], placement: out_of_place,
+     timing: {min_samples: 3, max_samples: 3}}
+)";
+  std::string out = (dir_ / "results").string();
+  Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host", "--out", out, "--quiet"});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr("# interconnect variants"));
+  EXPECT_THAT(o.out, HasSubstr("plain /100"));
+  EXPECT_THAT(o.out, HasSubstr("noshm"));
+  EXPECT_THAT(o.err, HasSubstr("variant noshm"));
+}
+
 struct BadPlan {
   const char* name;
   const char* text;      // nullptr: the file does not exist
   const char* expected;  // regex the single error line must match
 };
+
+void PrintTo(const BadPlan& p, std::ostream* os) { *os << p.name; }
 
 class BadPlanRunTest : public RunTest, public ::testing::WithParamInterface<BadPlan> {};
 

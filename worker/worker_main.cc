@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <map>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -297,13 +298,67 @@ int Run(const RunArgs& args, int argc, char** argv) {
   // command_line and started_at are stamped by the coordinator, which
   // knows how the job was launched.
 
+  // Communicator groups: the whole launch, and the first n ranks for each
+  // ladder rung (created collectively on first use; every rank walks the
+  // same cases, so every rank takes part).
+  struct Group {
+    MPI_Comm comm = MPI_COMM_NULL;
+    std::unique_ptr<MpiControl> control;
+    std::unique_ptr<CollectiveBackend> backend;
+    double setup_s = 0;
+  };
+  std::map<int, Group> groups;
+  groups[nranks].control = nullptr;  // the world group uses `control`/`backend`
+  groups[nranks].setup_s = setup_s;
+  auto group_for = [&](int n) -> absl::StatusOr<Group*> {
+    auto it = groups.find(n);
+    if (it != groups.end()) return &it->second;
+    Group g;
+    bool member = rank < n;
+    MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, rank, &g.comm);
+    if (member) g.control = std::make_unique<MpiControl>(g.comm);
+    if (backend_name == "cuda") {
+#ifdef RINGMASTER_HAVE_CUDA
+      auto sub = static_cast<CudaBackend*>(backend.get())->Split(member, &g.setup_s);
+      if (!sub.ok()) return sub.status();
+      g.backend = std::move(*sub);
+#endif
+    } else if (member) {
+      auto t0 = absl::Now();
+      g.backend = std::make_unique<HostBackend>(g.comm, *faults);
+      g.setup_s = absl::ToDoubleSeconds(absl::Now() - t0);
+    }
+    return &groups.emplace(n, std::move(g)).first->second;
+  };
+
   for (const v1::Case& c : job.cases()) {
     if (heartbeat.cancelled()) {
       spdlog::warn("rank {}: job cancelled by the coordinator", rank);
       MPI_Abort(MPI_COMM_WORLD, kExitFailed);
     }
     MaybeInjectFault(*faults, rank, c.seq());
-    v1::Result result = RunCase(c, *backend, control);
+    const int n = c.nranks() > 0 ? c.nranks() : nranks;
+    v1::Result result;
+    if (n > nranks) {
+      *result.mutable_case_() = c;
+      result.set_nranks(n);
+      result.set_status(v1::FAILED);
+      result.mutable_failure()->set_reason(v1::REJECTED);
+      result.mutable_failure()->set_rank(-1);
+      result.mutable_failure()->set_detail(absl::StrFormat(
+          "ladder rung of %d ranks exceeds the launch's %d ranks", n, nranks));
+    } else {
+      auto group = group_for(n);
+      if (!group.ok()) return fail(kExitFailed, std::string(group.status().message()));
+      Group* g = *group;
+      if (n == nranks) {
+        result = RunCase(c, *backend, control);
+      } else if (rank < n) {
+        result = RunCase(c, *g->backend, *g->control);
+      }
+      result.set_comm_setup_s(g->setup_s);
+      if (n != nranks) control.Barrier().IgnoreError();  // non-members wait here
+    }
     heartbeat.SetProgress(c.seq());
     if (rank != 0) continue;
     result.set_schema_version(v1::SCHEMA_VERSION_1);
@@ -315,6 +370,9 @@ int Run(const RunArgs& args, int argc, char** argv) {
     if (result.status() != v1::OK && result.failure().rank() >= 0 &&
         result.failure().rank() < nranks) {
       result.mutable_failure()->set_host(fps[result.failure().rank()].host());
+    }
+    if (result.status() == v1::OK && result.straggler_rank() < nranks) {
+      result.set_straggler_host(fps[result.straggler_rank()].host());
     }
     v1::ReportResultsRequest req;
     req.set_job_id(args.job_id);
@@ -331,6 +389,11 @@ int Run(const RunArgs& args, int argc, char** argv) {
   // does is not mistaken for a dead one.
   send_final(nullptr);
   control.Barrier().IgnoreError();
+  for (auto& [n, g] : groups) {
+    g.backend.reset();
+    g.control.reset();
+    if (g.comm != MPI_COMM_NULL) MPI_Comm_free(&g.comm);
+  }
   backend.reset();
   MPI_Finalize();
   if (FindFault(*faults, Fault::Kind::kLinger, rank)) {

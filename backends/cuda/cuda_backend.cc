@@ -286,6 +286,33 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(impl)));
 }
 
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Split(bool member,
+                                                                 double* setup_s) {
+  const Impl& m = *impl_;
+  auto t0 = std::chrono::steady_clock::now();
+  ncclComm_t sub = nullptr;
+  RM_NCCL(ncclCommSplit(m.comm, member ? 0 : NCCL_SPLIT_NOCOLOR, m.rank, &sub, nullptr),
+          m.rank);
+  if (setup_s) {
+    *setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  if (!member) return std::unique_ptr<CudaBackend>();
+  auto impl = std::make_unique<Impl>();
+  impl->comm = sub;
+  RM_NCCL(ncclCommUserRank(sub, &impl->rank), m.rank);
+  RM_NCCL(ncclCommCount(sub, &impl->nranks), m.rank);
+  impl->device = m.device;
+  impl->faults = m.faults;
+  impl->info = m.info;
+  std::unique_ptr<CudaBackend> backend(new CudaBackend(std::move(impl)));
+  Impl& n = *backend->impl_;
+  RM_CUDA(cudaStreamCreateWithFlags(&n.stream, cudaStreamNonBlocking), n.rank);
+  RM_CUDA(cudaEventCreate(&n.start), n.rank);
+  RM_CUDA(cudaEventCreate(&n.stop), n.rank);
+  RM_CUDA(cudaMalloc(&n.d_wrong, sizeof(unsigned long long)), n.rank);
+  return backend;
+}
+
 BackendInfo CudaBackend::Info() const { return impl_->info; }
 
 absl::Status CudaBackend::Prepare(const CollectiveConfig& config) {

@@ -36,6 +36,12 @@ class CudaBackend : public CollectiveBackend {
   absl::StatusOr<double> TimeGraph(int iters) override;
   absl::StatusOr<int64_t> Verify() override;
 
+  // A backend over the first ranks of this one's communicator
+  // (ncclCommSplit): collective over all ranks of this backend; members get
+  // a backend on the same GPU with its own communicator and buffers,
+  // others nullptr. `setup_s` receives the split time.
+  absl::StatusOr<std::unique_ptr<CudaBackend>> Split(bool member, double* setup_s);
+
   // Aborts the communicator (unblocks peers' pending operations).
   void Abort();
 
