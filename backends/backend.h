@@ -47,20 +47,25 @@ class CollectiveBackend {
   // Unimplemented for configurations the backend cannot run.
   virtual absl::Status Prepare(const CollectiveConfig& config) = 0;
 
-  // Runs `iters` operations back to back and returns the seconds they took
-  // on this rank (device time for GPU backends). REQUIRES: Prepare() OK.
-  virtual absl::StatusOr<double> TimeOps(int iters) = 0;
+  // Runs `windows` windows of `iters` operations back to back, with no host
+  // synchronization between windows, and returns each window's seconds on
+  // this rank (device time on GPUs). With `graph`, a window is one replay of
+  // `iters` operations captured into a CUDA graph (captured once per
+  // Prepare and count; Unimplemented where there are no graphs).
+  // REQUIRES: Prepare() OK.
+  virtual absl::StatusOr<std::vector<double>> TimeWindows(int iters, int windows,
+                                                          bool graph) = 0;
+
+  // Seconds for `iters` pipelined operations (one window).
+  absl::StatusOr<double> TimeOps(int iters) {
+    auto w = TimeWindows(iters, 1, false);
+    if (!w.ok()) return w.status();
+    return (*w)[0];
+  }
 
   // Runs `iters` operations back to back, each timed on its own (events
   // around each op on GPUs); seconds per operation. REQUIRES: Prepare() OK.
   virtual absl::StatusOr<std::vector<double>> TimeEachOp(int iters) = 0;
-
-  // Captures `iters` operations into a CUDA graph (once per Prepare and
-  // count) and replays it once; returns the replay's seconds.
-  // Unimplemented where there are no graphs (the host backend).
-  virtual absl::StatusOr<double> TimeGraph(int iters) {
-    return absl::UnimplementedError("graph timing needs the cuda backend");
-  }
 
   // Refills the buffers with the verification pattern, runs one operation
   // and returns how many elements of this rank's output are wrong.

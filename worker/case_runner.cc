@@ -94,6 +94,7 @@ static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend, Co
 
   const v1::Timing& timing = c.timing();
   const v1::TimingMode mode = result.timing_mode();
+  const bool graph = mode == v1::GRAPH;
   StoppingRule rule(timing);
   // A failed op on any rank turns the shared value into +inf, which every
   // rank sees through Max and stops on.
@@ -101,15 +102,6 @@ static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend, Co
   absl::Status local = absl::OkStatus();
   auto note = [&](const absl::Status& s) {
     if (!s.ok() && local.ok()) local = s;
-  };
-  // Seconds for `iters` operations in the case's mode (graph: one replay).
-  auto time_ops = [&](int iters) -> double {
-    auto t = mode == v1::GRAPH ? backend.TimeGraph(iters) : backend.TimeOps(iters);
-    if (!t.ok()) {
-      note(t.status());
-      return kFailed;
-    }
-    return *t;
   };
   auto agreed = [&](double v) -> std::optional<double> {
     auto m = control.Max(v);
@@ -119,75 +111,89 @@ static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend, Co
     }
     return *m;
   };
+  auto pipelined = [&](int iters) -> double {
+    auto t = backend.TimeOps(iters);
+    if (!t.ok()) {
+      note(t.status());
+      return kFailed;
+    }
+    return *t;
+  };
 
   // Warm-up: the first operation pays for lazy set-up; the rest stop early
-  // once warmup_max_time_s has passed (every rank runs the same count).
-  int warmup_done = 0;
-  std::optional<double> first;
-  if (mode == v1::GRAPH) {
-    first = 0;
-  } else {
-    first = agreed(time_ops(1));
-    if (!first) return result;
-    warmup_done = 1;
-  }
-  int remaining = std::max(0, timing.warmup_iters() - warmup_done);
-  if (timing.warmup_max_time_s() > 0 && *first > 0) {
+  // once warmup_max_time_s has passed (every rank runs the same count). The
+  // warm-up's time per operation also sizes the samples.
+  auto first = agreed(pipelined(1));
+  if (!first) return result;
+  int warmup_done = 1;
+  double op_estimate = *first;
+  int remaining = std::max(0, timing.warmup_iters() - 1);
+  if (timing.warmup_max_time_s() > 0) {
     double budget = timing.warmup_max_time_s() - *first;
     remaining = budget <= 0 ? 0
                             : static_cast<int>(std::min<double>(remaining, budget / *first));
   }
-  if (remaining > 0 && mode != v1::GRAPH) {
-    if (!agreed(time_ops(remaining))) return result;
+  if (remaining > 0) {
+    auto t = agreed(pipelined(remaining));
+    if (!t) return result;
     warmup_done += remaining;
+    op_estimate = *t / remaining;
   }
 
   // Operations per sample: fixed, or sized to last about sample_target_s.
   int iters = timing.fixed_iters_per_sample();
   if (iters <= 0) {
-    auto one = agreed(time_ops(1));
-    if (!one) return result;
-    iters = rule.ItersPerSample(*one);
+    iters = rule.ItersPerSample(op_estimate);
     if (mode == v1::PER_OP) iters = std::min(iters, 100);  // events per sample
   }
-  if (mode == v1::GRAPH) {
-    // Capture, then warm the graph up with whole replays.
-    int replays = std::max(1, timing.warmup_iters() / std::max(1, iters));
-    for (int i = 0; i < replays; ++i) {
-      if (!agreed(time_ops(iters))) return result;
-    }
-    warmup_done = replays * iters;
+  if (absl::Status b = control.Barrier(); !b.ok()) {
+    AnyRankFailed(b, control, &result);
+    return result;
+  }
+  if (graph) {
+    // Capture once and replay once before measuring.
+    auto w = backend.TimeWindows(iters, 1, true);
+    if (!w.ok()) note(w.status());
+    if (!agreed(w.ok() ? (*w)[0] : kFailed)) return result;
+    warmup_done += iters;
   }
 
+  // Samples are taken in batches of back-to-back windows (no host round trip
+  // between samples, so ranks stay in step through the collective itself);
+  // the stopping rule is checked after each batch.
   std::vector<double> samples;  // slowest rank's time per op
   std::vector<double> mine;     // this rank's time per op
   double sampled_s = 0;
   while (true) {
-    if (absl::Status b = control.Barrier(); !b.ok()) {
-      AnyRankFailed(b, control, &result);
-      return result;
+    int batch = samples.empty() ? std::max(1, timing.min_samples())
+                                : std::clamp(static_cast<int>(samples.size()) / 2, 1, 50);
+    if (mode == v1::PER_OP) batch = 1;
+    batch = std::min(batch, std::max(1, timing.max_samples() - static_cast<int>(samples.size())));
+    if (timing.max_time_s() > 0 && !samples.empty()) {
+      double per_window = sampled_s / static_cast<double>(samples.size());
+      double left = timing.max_time_s() - sampled_s;
+      if (per_window > 0) batch = std::clamp(static_cast<int>(left / per_window) + 1, 1, batch);
     }
+    std::vector<double> values;
     if (mode == v1::PER_OP) {
       auto each = backend.TimeEachOp(iters);
-      std::vector<double> values = each.ok() ? *each : std::vector<double>(iters, kFailed);
       if (!each.ok()) note(each.status());
-      mine.insert(mine.end(), values.begin(), values.end());
-      absl::Status ms = control.MaxVector(&values);
-      if (!ms.ok() || std::isinf(values[0])) {
-        AnyRankFailed(ms.ok() ? local : ms, control, &result);
-        return result;
-      }
-      for (double v : values) {
-        samples.push_back(v);
-        sampled_s += v;
-      }
+      values = each.ok() ? *each : std::vector<double>(iters, kFailed);
     } else {
-      double t = time_ops(iters);
-      auto slowest = agreed(t);
-      if (!slowest) return result;
-      mine.push_back(t / iters);
-      samples.push_back(*slowest / iters);
-      sampled_s += *slowest;
+      auto w = backend.TimeWindows(iters, batch, graph);
+      if (!w.ok()) note(w.status());
+      values = w.ok() ? *w : std::vector<double>(batch, kFailed);
+      for (double& v : values) v /= iters;
+    }
+    mine.insert(mine.end(), values.begin(), values.end());
+    absl::Status ms = control.MaxVector(&values);
+    if (!ms.ok() || std::isinf(values[0])) {
+      AnyRankFailed(ms.ok() ? local : ms, control, &result);
+      return result;
+    }
+    for (double v : values) {
+      samples.push_back(v);
+      sampled_s += mode == v1::PER_OP ? v : v * iters;
     }
     if (rule.ShouldStop(samples, sampled_s)) break;
   }

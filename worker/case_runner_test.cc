@@ -41,9 +41,9 @@ class FakeBackend : public CollectiveBackend {
     return info;
   }
   absl::Status Prepare(const CollectiveConfig&) override { return prepare_status; }
-  absl::StatusOr<double> TimeOps(int iters) override {
-    ops += iters;
-    return op_s * iters;
+  absl::StatusOr<std::vector<double>> TimeWindows(int iters, int windows, bool) override {
+    ops += static_cast<int64_t>(iters) * windows;
+    return std::vector<double>(windows, op_s * iters);
   }
   absl::StatusOr<std::vector<double>> TimeEachOp(int iters) override {
     ops += iters;
@@ -80,8 +80,8 @@ TEST(RunCase, ConstantTimeStopsAtMinSamples) {
   EXPECT_EQ(r.wrong_elements(), 0);
   EXPECT_NEAR(r.algbw_gbps(), 10.0, 1e-9);  // 1e6 B / 1e-4 s
   EXPECT_DOUBLE_EQ(r.busbw_gbps(), 0.0);    // one rank moves nothing
-  // verify 1 + warm-up 5 + calibration 1 + 5 samples x 10.
-  EXPECT_EQ(backend.ops, 1 + 5 + 1 + 50);
+  // verify 1 + warm-up 5 (which also sizes the samples) + 5 samples x 10.
+  EXPECT_EQ(backend.ops, 1 + 5 + 50);
   ASSERT_EQ(r.rank_median_s_size(), 1);
 }
 

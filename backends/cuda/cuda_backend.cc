@@ -208,6 +208,37 @@ struct CudaBackend::Impl {
     return absl::OkStatus();
   }
 
+  absl::Status EnsureEvents(int n) {
+    while (static_cast<int>(op_events.size()) < n) {
+      cudaEvent_t e;
+      RM_CUDA(cudaEventCreate(&e), rank);
+      op_events.push_back(e);
+    }
+    return absl::OkStatus();
+  }
+
+  // Captures `iters` operations into `graph` unless already captured.
+  absl::Status Capture(int iters) {
+    if (graph && graph_iters == iters) return absl::OkStatus();
+    DropGraph();
+    cudaGraph_t g = nullptr;
+    RM_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), rank);
+    for (int i = 0; i < iters; ++i) {
+      absl::Status s = Enqueue();
+      if (!s.ok()) {
+        cudaStreamEndCapture(stream, &g);
+        if (g) cudaGraphDestroy(g);
+        return s;
+      }
+    }
+    RM_CUDA(cudaStreamEndCapture(stream, &g), rank);
+    cudaError_t err = cudaGraphInstantiate(&graph, g, 0);
+    cudaGraphDestroy(g);
+    RM_CUDA(err, rank);
+    graph_iters = iters;
+    return absl::OkStatus();
+  }
+
   void DropGraph() {
     if (graph) cudaGraphExecDestroy(graph);
     graph = nullptr;
@@ -350,27 +381,36 @@ absl::Status CudaBackend::Prepare(const CollectiveConfig& config) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> CudaBackend::TimeOps(int iters) {
+absl::StatusOr<std::vector<double>> CudaBackend::TimeWindows(int iters, int windows,
+                                                             bool graph) {
   Impl& m = *impl_;
   if (!m.prepared) return absl::FailedPreconditionError("Prepare() first");
-  RM_CUDA(cudaEventRecord(m.start, m.stream), m.rank);
-  for (int i = 0; i < iters; ++i) RM_OK(m.Enqueue());
-  RM_CUDA(cudaEventRecord(m.stop, m.stream), m.rank);
-  RM_CUDA(cudaEventSynchronize(m.stop), m.rank);
+  if (graph) RM_OK(m.Capture(iters));
+  RM_OK(m.EnsureEvents(windows + 1));
+  RM_CUDA(cudaEventRecord(m.op_events[0], m.stream), m.rank);
+  for (int w = 0; w < windows; ++w) {
+    if (graph) {
+      RM_CUDA(cudaGraphLaunch(m.graph, m.stream), m.rank);
+    } else {
+      for (int i = 0; i < iters; ++i) RM_OK(m.Enqueue());
+    }
+    RM_CUDA(cudaEventRecord(m.op_events[w + 1], m.stream), m.rank);
+  }
+  RM_CUDA(cudaEventSynchronize(m.op_events[windows]), m.rank);
   RM_OK(m.CheckAsync());
-  float ms = 0;
-  RM_CUDA(cudaEventElapsedTime(&ms, m.start, m.stop), m.rank);
-  return static_cast<double>(ms) * 1e-3;
+  std::vector<double> out(windows);
+  for (int w = 0; w < windows; ++w) {
+    float ms = 0;
+    RM_CUDA(cudaEventElapsedTime(&ms, m.op_events[w], m.op_events[w + 1]), m.rank);
+    out[w] = static_cast<double>(ms) * 1e-3;
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<double>> CudaBackend::TimeEachOp(int iters) {
   Impl& m = *impl_;
   if (!m.prepared) return absl::FailedPreconditionError("Prepare() first");
-  while (static_cast<int>(m.op_events.size()) < 2 * iters) {
-    cudaEvent_t e;
-    RM_CUDA(cudaEventCreate(&e), m.rank);
-    m.op_events.push_back(e);
-  }
+  RM_OK(m.EnsureEvents(2 * iters));
   for (int i = 0; i < iters; ++i) {
     RM_CUDA(cudaEventRecord(m.op_events[2 * i], m.stream), m.rank);
     RM_OK(m.Enqueue());
@@ -385,37 +425,6 @@ absl::StatusOr<std::vector<double>> CudaBackend::TimeEachOp(int iters) {
     out[i] = static_cast<double>(ms) * 1e-3;
   }
   return out;
-}
-
-absl::StatusOr<double> CudaBackend::TimeGraph(int iters) {
-  Impl& m = *impl_;
-  if (!m.prepared) return absl::FailedPreconditionError("Prepare() first");
-  if (m.graph_iters != iters) {
-    m.DropGraph();
-    cudaGraph_t g = nullptr;
-    RM_CUDA(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeThreadLocal), m.rank);
-    for (int i = 0; i < iters; ++i) {
-      absl::Status s = m.Enqueue();
-      if (!s.ok()) {
-        cudaStreamEndCapture(m.stream, &g);
-        if (g) cudaGraphDestroy(g);
-        return s;
-      }
-    }
-    RM_CUDA(cudaStreamEndCapture(m.stream, &g), m.rank);
-    cudaError_t err = cudaGraphInstantiate(&m.graph, g, 0);
-    cudaGraphDestroy(g);
-    RM_CUDA(err, m.rank);
-    m.graph_iters = iters;
-  }
-  RM_CUDA(cudaEventRecord(m.start, m.stream), m.rank);
-  RM_CUDA(cudaGraphLaunch(m.graph, m.stream), m.rank);
-  RM_CUDA(cudaEventRecord(m.stop, m.stream), m.rank);
-  RM_CUDA(cudaEventSynchronize(m.stop), m.rank);
-  RM_OK(m.CheckAsync());
-  float ms = 0;
-  RM_CUDA(cudaEventElapsedTime(&ms, m.start, m.stop), m.rank);
-  return static_cast<double>(ms) * 1e-3;
 }
 
 absl::StatusOr<int64_t> CudaBackend::Verify() {

@@ -31,9 +31,9 @@ class CudaBackend : public CollectiveBackend {
 
   BackendInfo Info() const override;
   absl::Status Prepare(const CollectiveConfig& config) override;
-  absl::StatusOr<double> TimeOps(int iters) override;
+  absl::StatusOr<std::vector<double>> TimeWindows(int iters, int windows,
+                                                  bool graph) override;
   absl::StatusOr<std::vector<double>> TimeEachOp(int iters) override;
-  absl::StatusOr<double> TimeGraph(int iters) override;
   absl::StatusOr<int64_t> Verify() override;
 
   // A backend over the first ranks of this one's communicator

@@ -269,14 +269,22 @@ absl::Status HostBackend::RunOnce() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> HostBackend::TimeOps(int iters) {
+absl::StatusOr<std::vector<double>> HostBackend::TimeWindows(int iters, int windows,
+                                                             bool graph) {
   if (!prepared_) return absl::FailedPreconditionError("Prepare() first");
-  auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) {
-    absl::Status s = RunOnce();
-    if (!s.ok()) return s;
+  if (graph) return absl::UnimplementedError("graph timing needs the cuda backend");
+  std::vector<double> out(windows);
+  auto mark = std::chrono::steady_clock::now();
+  for (int w = 0; w < windows; ++w) {
+    for (int i = 0; i < iters; ++i) {
+      absl::Status s = RunOnce();
+      if (!s.ok()) return s;
+    }
+    auto now = std::chrono::steady_clock::now();
+    out[w] = std::chrono::duration<double>(now - mark).count();
+    mark = now;
   }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
 }
 
 absl::StatusOr<std::vector<double>> HostBackend::TimeEachOp(int iters) {

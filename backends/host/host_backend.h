@@ -31,7 +31,8 @@ class HostBackend : public CollectiveBackend {
 
   BackendInfo Info() const override;
   absl::Status Prepare(const CollectiveConfig& config) override;
-  absl::StatusOr<double> TimeOps(int iters) override;
+  absl::StatusOr<std::vector<double>> TimeWindows(int iters, int windows,
+                                                  bool graph) override;
   absl::StatusOr<std::vector<double>> TimeEachOp(int iters) override;
   absl::StatusOr<int64_t> Verify() override;
 
