@@ -19,6 +19,9 @@ run() {  # name plan
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv
   nvidia-smi topo -m; $R version; } > $w/machine.txt 2>&1
 run collectives bench/collectives/plan.yaml
+run collectives2 bench/collectives/plan.yaml
+run latency bench/collectives/latency.yaml
+run latency2 bench/collectives/latency.yaml
 run adaptive bench/collectives/adaptive.yaml
 run fixed bench/collectives/fixed.yaml
 run adaptive2 bench/collectives/adaptive.yaml
@@ -29,7 +32,7 @@ PYTHONUNBUFFERED=1 torchrun --standalone --nproc_per_node=2 bench/collectives/to
   --out $w/torch.json --min-bytes 1048576 --dtypes float32 \
   --collectives all_reduce,all_gather,reduce_scatter,send_recv > $w/torch.txt 2>&1
 echo "torch: exit $?" | tee -a $w/console.txt
-grep -A6 "latency" $w/collectives.txt | head -40 | tee -a $w/console.txt
+grep -E "^#.*timing|^ +8 " $w/latency.txt $w/latency2.txt | tee -a $w/console.txt
 rm -rf $w/rm-*
 tar -C $w -czf "$out/bench.tgz" .
 cp $w/console.txt "$out/console.txt"
