@@ -633,7 +633,7 @@ v1::Timing DefaultTiming() {
   t.set_sample_target_s(1e-3);
   t.set_max_iters_per_sample(1000);
   t.set_mode(v1::PIPELINED);
-  t.set_warmup_max_time_s(0.05);
+  t.set_warmup_max_time_s(0.02);
   return t;
 }
 

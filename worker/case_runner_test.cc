@@ -80,8 +80,9 @@ TEST(RunCase, ConstantTimeStopsAtMinSamples) {
   EXPECT_EQ(r.wrong_elements(), 0);
   EXPECT_NEAR(r.algbw_gbps(), 10.0, 1e-9);  // 1e6 B / 1e-4 s
   EXPECT_DOUBLE_EQ(r.busbw_gbps(), 0.0);    // one rank moves nothing
-  // verify 1 + warm-up 5 (which also sizes the samples) + 5 samples x 10.
-  EXPECT_EQ(backend.ops, 1 + 5 + 50);
+  // verify 1 + warm-up 5 (which also sizes the samples) + 5 samples x 10,
+  // plus one discarded settling window of 10.
+  EXPECT_EQ(backend.ops, 1 + 5 + 50 + 10);
   ASSERT_EQ(r.rank_median_s_size(), 1);
 }
 

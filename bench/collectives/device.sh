@@ -28,10 +28,12 @@ run adaptive2 bench/collectives/adaptive.yaml
 run fixed2 bench/collectives/fixed.yaml
 run ab plans/interconnect-ab.yaml
 tail -22 $w/ab.txt | tee -a $w/console.txt
-PYTHONUNBUFFERED=1 torchrun --standalone --nproc_per_node=2 bench/collectives/torch_collectives.py \
-  --out $w/torch.json --min-bytes 1048576 --dtypes float32 \
-  --collectives all_reduce,all_gather,reduce_scatter,send_recv > $w/torch.txt 2>&1
-echo "torch: exit $?" | tee -a $w/console.txt
+for t in torch torch2; do
+  PYTHONUNBUFFERED=1 torchrun --standalone --nproc_per_node=2 bench/collectives/torch_collectives.py \
+    --out $w/$t.json --min-bytes 1048576 --dtypes float32 \
+    --collectives all_reduce,all_gather,reduce_scatter,send_recv > $w/$t.txt 2>&1
+  echo "$t: exit $?" | tee -a $w/console.txt
+done
 grep -E "^#.*timing|^ +8 " $w/latency.txt $w/latency2.txt | tee -a $w/console.txt
 rm -rf $w/rm-*
 tar -C $w -czf "$out/bench.tgz" .
