@@ -99,6 +99,7 @@ static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend, Co
   // A failed op on any rank turns the shared value into +inf, which every
   // rank sees through Max and stops on.
   constexpr double kFailed = std::numeric_limits<double>::infinity();
+  constexpr double kSettleBelowS = 5e-3;  // windows shorter than this get settled
   absl::Status local = absl::OkStatus();
   auto note = [&](const absl::Status& s) {
     if (!s.ok() && local.ok()) local = s;
@@ -181,11 +182,14 @@ static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend, Co
       values = each.ok() ? *each : std::vector<double>(iters, kFailed);
     } else {
       // Ranks leave the previous batch's reduction at slightly different
-      // times; the first window absorbs that skew and is discarded.
+      // times. In adaptive mode, when a window is short enough for that skew
+      // to matter, one extra first window absorbs it and is discarded. Fixed
+      // mode times exactly what it was asked to (nccl-tests' method).
+      const bool settle = timing.fixed_iters_per_sample() <= 0 && op_estimate * iters < kSettleBelowS;
       if (absl::Status b = control.Barrier(); !b.ok()) note(b);
-      auto w = backend.TimeWindows(iters, batch + 1, graph);
+      auto w = backend.TimeWindows(iters, batch + (settle ? 1 : 0), graph);
       if (!w.ok()) note(w.status());
-      values = w.ok() ? std::vector<double>(w->begin() + 1, w->end())
+      values = w.ok() ? std::vector<double>(w->begin() + (settle ? 1 : 0), w->end())
                       : std::vector<double>(batch, kFailed);
       for (double& v : values) v /= iters;
     }

@@ -26,6 +26,7 @@ run adaptive bench/collectives/adaptive.yaml
 run fixed bench/collectives/fixed.yaml
 run adaptive2 bench/collectives/adaptive.yaml
 run fixed2 bench/collectives/fixed.yaml
+run bounded bench/collectives/adaptive-bounded.yaml
 run ab plans/interconnect-ab.yaml
 tail -22 $w/ab.txt | tee -a $w/console.txt
 for t in torch torch2; do

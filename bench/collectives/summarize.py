@@ -144,6 +144,9 @@ def main():
     fixed = [sweep(n) for n in ("fixed", "fixed2") if os.path.exists(os.path.join(a.run, n + ".jsonl"))]
     ratios = [ad[0] / fx[0] for ad, fx in zip(adaptive, fixed)]
     fig["sweep_time_ratio_adaptive_vs_fixed20"] = max(ratios)  # the worse pair
+    if os.path.exists(os.path.join(a.run, "bounded.jsonl")):
+        fig["sweep_time_ratio_adaptive_max20samples_vs_fixed20"] = (
+            sweep("bounded")[0] / max(fx[0] for fx in fixed))
     fig["sweep_time_adaptive_s"] = adaptive[0][0]
     fig["sweep_time_fixed20_s"] = fixed[0][0]
     worst_ci = max(r["stats"]["ci95_half_width_s"] / r["stats"]["mean_s"]
