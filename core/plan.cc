@@ -34,7 +34,7 @@ constexpr const char* kCaseKeys[] = {"name",     "collective", "sizes",
 constexpr const char* kTimingKeys[] = {
     "warmup",      "min_samples",   "max_samples",         "target_ci",
     "max_time",    "sample_target", "max_iters_per_sample", "mode",
-    "warmup_time", "iters"};
+    "warmup_time", "iters",         "ci"};
 constexpr const char* kSizeKeys[] = {"min", "max", "factor"};
 
 // Reads one plan; every method returns errors already formatted as
@@ -405,6 +405,14 @@ class PlanParser {
         RM_ASSIGN_OR_RETURN(double v, Duration(w, field + ".warmup_time"));
         t.set_warmup_max_time_s(v);
       }
+    }
+    if (node["ci"]) {
+      const YAML::Node& c = node["ci"];
+      std::string v = c.IsScalar() ? absl::AsciiStrToLower(c.Scalar()) : "";
+      if (v != "median" && v != "mean") {
+        return Error(c, field + ".ci", absl::StrFormat("expected median or mean, got %s", Show(c)));
+      }
+      t.set_ci_on_mean(v == "mean");
     }
     if (node["iters"]) {
       RM_ASSIGN_OR_RETURN(int64_t v, Int(node["iters"], field + ".iters", 1, 1000000));

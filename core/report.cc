@@ -51,6 +51,12 @@ std::string CsvField(std::string_view s) {
 
 }  // namespace
 
+double RelativeCi(const v1::Stats& s) {
+  if (s.ci_on_mean()) return s.mean_s() > 0 ? s.ci95_half_width_s() / s.mean_s() : -1;
+  if (s.median_ci95_high_s() <= 0 || s.median_s() <= 0) return -1;
+  return (s.median_ci95_high_s() - s.median_ci95_low_s()) / 2 / s.median_s();
+}
+
 void ConsoleReporter::Begin(const RunContext& context) {
   out_ << absl::StrFormat("# ringmaster %s | job %s | %d ranks | backend %s\n",
                           context.plan_name, context.job_id, context.nranks,
@@ -106,13 +112,14 @@ void ConsoleReporter::Report(const v1::Result& r) {
                                 : ": " + r.failure().detail());
   } else {
     const v1::Stats& s = r.stats();
-    double ci_pct = s.mean_s() > 0 ? 100.0 * s.ci95_half_width_s() / s.mean_s() : 0;
+    double ci = RelativeCi(s);
+    std::string ci_text = ci < 0 ? "n/a" : absl::StrFormat("%.2f", 100 * ci);
     std::string wrong =
         r.wrong_elements() < 0 ? "N/A" : absl::StrFormat("%d", r.wrong_elements());
     out_ << prefix
-         << absl::StrFormat(" %10.2f %10.2f %9.2f %9.2f %7s %5d %6.2f %5.2f\n",
+         << absl::StrFormat(" %10.2f %10.2f %9.2f %9.2f %7s %5d %6s %5.2f\n",
                             s.median_s() * 1e6, s.p99_s() * 1e6, r.algbw_gbps(),
-                            r.busbw_gbps(), wrong, s.samples(), ci_pct, r.straggler_ratio());
+                            r.busbw_gbps(), wrong, s.samples(), ci_text, r.straggler_ratio());
   }
   out_.flush();
 }
@@ -147,8 +154,9 @@ void JsonLinesReporter::Report(const v1::Result& result) {
 void CsvReporter::Begin(const RunContext& context) {
   out_ << "job_id,seq,case,collective,dtype,op,size_bytes,count,placement,"
           "nranks,timing_mode,variant,status,failure,time_us,min_us,p95_us,p99_us,"
-          "stddev_us,ci95_us,samples,iters_per_sample,algbw_gbps,busbw_gbps,"
-          "pct_of_ceiling,wrong_elements,straggler_ratio,straggler_rank\n";
+          "stddev_us,ci95_us,median_ci95_low_us,median_ci95_high_us,samples,"
+          "iters_per_sample,algbw_gbps,busbw_gbps,pct_of_ceiling,wrong_elements,"
+          "straggler_ratio,straggler_rank\n";
 }
 
 void CsvReporter::Report(const v1::Result& r) {
@@ -157,15 +165,16 @@ void CsvReporter::Report(const v1::Result& r) {
   std::string failure =
       r.status() == v1::OK ? "" : std::string(FailureReasonName(r.failure().reason()));
   out_ << absl::StrFormat(
-      "%s,%d,%s,%s,%s,%s,%d,%d,%s,%d,%s,%s,%s,%s,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,%d,%.6f,%"
-      ".6f,%.3f,%d,%.4f,%d\n",
+      "%s,%d,%s,%s,%s,%s,%d,%d,%s,%d,%s,%s,%s,%s,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,"
+      "%d,%.6f,%.6f,%.3f,%d,%.4f,%d\n",
       CsvField(r.job_id()), c.seq(), CsvField(c.spec_name()),
       CollectiveName(c.collective()), DataTypeName(c.dtype()), OpText(c),
       c.size_bytes(), c.count(), c.in_place() ? "in_place" : "out_of_place",
       r.nranks(), ModeName(r.timing_mode()), CsvField(c.variant()),
       r.status() == v1::OK ? "ok" : "failed", failure,
       s.median_s() * 1e6, s.min_s() * 1e6, s.p95_s() * 1e6, s.p99_s() * 1e6,
-      s.stddev_s() * 1e6, s.ci95_half_width_s() * 1e6, s.samples(), s.iters_per_sample(),
+      s.stddev_s() * 1e6, s.ci95_half_width_s() * 1e6, s.median_ci95_low_s() * 1e6,
+      s.median_ci95_high_s() * 1e6, s.samples(), s.iters_per_sample(),
       r.algbw_gbps(), r.busbw_gbps(), r.pct_of_ceiling(), r.wrong_elements(),
       r.straggler_ratio(), r.straggler_rank());
 }

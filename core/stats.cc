@@ -31,6 +31,21 @@ double StudentT975(int df) {
   return z + (z3 + z) / (4 * v) + (5 * z5 + 16 * z3 + 3 * z) / (96 * v * v);
 }
 
+int MedianCiRank(int n) {
+  // Largest j with P(B <= j - 1) <= 0.025 for B ~ Binomial(n, 1/2); the pmf
+  // is summed in log space so large n does not underflow.
+  int j = 0;
+  double cdf = 0;
+  for (int i = 0; i < n; ++i) {
+    double log_pmf = std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) +
+                     n * std::log(0.5);
+    cdf += std::exp(log_pmf);
+    if (cdf > 0.025) break;
+    j = i + 1;
+  }
+  return std::min(j, (n + 1) / 2);
+}
+
 SampleSummary Summarize(std::span<const double> samples) {
   SampleSummary s;
   s.n = static_cast<int>(samples.size());
@@ -48,12 +63,20 @@ SampleSummary Summarize(std::span<const double> samples) {
     s.stddev = std::sqrt(ss / (s.n - 1));
     s.ci95_half_width = StudentT975(s.n - 1) * s.stddev / std::sqrt(s.n);
   }
+  if (int j = MedianCiRank(s.n); j >= 1) {
+    s.median_ci_low = v[j - 1];
+    s.median_ci_high = v[s.n - j];
+  }
   return s;
 }
 
 bool StoppingRule::TargetMet(const SampleSummary& s) const {
-  if (s.n < 2 || s.mean <= 0) return false;
-  return s.ci95_half_width / s.mean <= timing_.target_ci();
+  if (timing_.ci_on_mean()) {
+    if (s.n < 2 || s.mean <= 0) return false;
+    return s.ci95_half_width / s.mean <= timing_.target_ci();
+  }
+  if (MedianCiRank(s.n) < 1 || s.median <= 0) return false;
+  return (s.median_ci_high - s.median_ci_low) / 2 / s.median <= timing_.target_ci();
 }
 
 bool StoppingRule::ShouldStop(std::span<const double> samples,
@@ -89,6 +112,8 @@ v1::Stats ToProto(const SampleSummary& s, int iters_per_sample,
   p.set_ci95_half_width_s(s.ci95_half_width);
   p.set_ci_target_met(ci_target_met);
   p.set_warmup_iters(warmup_iters);
+  p.set_median_ci95_low_s(s.median_ci_low);
+  p.set_median_ci95_high_s(s.median_ci_high);
   return p;
 }
 

@@ -21,7 +21,15 @@ struct SampleSummary {
   double p95 = 0;     // linear interpolation between order statistics
   double stddev = 0;  // sample standard deviation (n - 1)
   double ci95_half_width = 0;  // t(0.975, n-1) * stddev / sqrt(n)
+  // Distribution-free 95% CI of the median: [x(j), x(n+1-j)] with j the
+  // largest rank such that P(Binomial(n, 1/2) < j) <= 2.5%. Both 0 when
+  // n < 6 (no j >= 1 exists).
+  double median_ci_low = 0;
+  double median_ci_high = 0;
 };
+
+// The rank j (1-based) of the lower bound above; 0 when n < 6.
+int MedianCiRank(int n);
 
 // Summarizes `samples`; all fields are 0 when it is empty. The CI is 0 for
 // fewer than two samples.
@@ -45,7 +53,9 @@ class StoppingRule {
   // duration of all samples) exceeds max_time_s.
   bool ShouldStop(std::span<const double> samples, double sampled_s) const;
 
-  // True when the relative CI half-width (half-width / mean) is in target.
+  // True when the relative CI half-width is within target_ci: of the median
+  // ((high - low) / 2 / median, needs 6+ samples) unless timing.ci_on_mean,
+  // then of the mean (half-width / mean).
   bool TargetMet(const SampleSummary& s) const;
 
   // Ops per sample so one sample lasts about sample_target_s, given one op

@@ -44,6 +44,20 @@ TEST(StudentT975, TableAndExpansion) {
   EXPECT_NEAR(StudentT975(100000), 1.95996, 0.0001);
 }
 
+TEST(MedianCi, RanksFromTheBinomial) {
+  EXPECT_EQ(MedianCiRank(5), 0);   // P(B=0) = 1/32 > 2.5%: no interval
+  EXPECT_EQ(MedianCiRank(6), 1);   // P(B=0) = 1/64
+  // n = 20: P(B<=5) = 21700/2^20 = 0.0207, P(B<=6) = 0.0577.
+  EXPECT_EQ(MedianCiRank(20), 6);
+  std::vector<double> v;
+  for (int i = 20; i >= 1; --i) v.push_back(i);
+  SampleSummary s = Summarize(v);
+  EXPECT_DOUBLE_EQ(s.median_ci_low, 6);    // x(6)
+  EXPECT_DOUBLE_EQ(s.median_ci_high, 15);  // x(15)
+  std::vector<double> five = {1, 2, 3, 4, 5};
+  EXPECT_DOUBLE_EQ(Summarize(five).median_ci_high, 0);
+}
+
 v1::Timing TestTiming() {
   v1::Timing t;
   t.set_min_samples(3);
@@ -61,8 +75,21 @@ TEST(StoppingRule, WaitsForMinSamples) {
   EXPECT_FALSE(rule.ShouldStop(v, 0.001));
 }
 
-TEST(StoppingRule, StopsWhenCiIsTight) {
+TEST(StoppingRule, StopsWhenMedianCiIsTight) {
   StoppingRule rule(TestTiming());
+  // One wild outlier among six: the median's CI [x(1), x(6)] is wide.
+  std::vector<double> six = {1.0, 1.001, 0.999, 1.0, 1.002, 9.0};
+  EXPECT_FALSE(rule.ShouldStop(six, 0.001));
+  std::vector<double> tight = {1.0, 1.001, 0.999, 1.0, 1.002, 1.001};
+  EXPECT_TRUE(rule.ShouldStop(tight, 0.001));
+  std::vector<double> three = {1.0, 1.0, 1.0};  // too few for a median CI
+  EXPECT_FALSE(rule.ShouldStop(three, 0.001));
+}
+
+TEST(StoppingRule, StopsWhenMeanCiIsTight) {
+  v1::Timing t = TestTiming();
+  t.set_ci_on_mean(true);
+  StoppingRule rule(t);
   std::vector<double> tight = {1.0, 1.001, 0.999};  // CI ~0.25% of mean
   EXPECT_TRUE(rule.ShouldStop(tight, 0.001));
   std::vector<double> noisy = {1.0, 2.0, 3.0};
@@ -72,6 +99,7 @@ TEST(StoppingRule, StopsWhenCiIsTight) {
 TEST(StoppingRule, StopsAtLimits) {
   StoppingRule rule(TestTiming());
   std::vector<double> noisy = {1.0, 2.0, 3.0};
+  EXPECT_FALSE(rule.ShouldStop(noisy, 0.5));
   EXPECT_TRUE(rule.ShouldStop(noisy, 1.5));  // past max_time
   std::vector<double> many(10, 1.0);
   many[0] = 5.0;
