@@ -412,7 +412,7 @@ class PlanParser {
       if (v != "median" && v != "mean") {
         return Error(c, field + ".ci", absl::StrFormat("expected median or mean, got %s", Show(c)));
       }
-      t.set_ci_on_mean(v == "mean");
+      t.set_ci_on_median(v == "median");
     }
     if (node["iters"]) {
       RM_ASSIGN_OR_RETURN(int64_t v, Int(node["iters"], field + ".iters", 1, 1000000));

@@ -52,7 +52,7 @@ std::string CsvField(std::string_view s) {
 }  // namespace
 
 double RelativeCi(const v1::Stats& s) {
-  if (s.ci_on_mean()) return s.mean_s() > 0 ? s.ci95_half_width_s() / s.mean_s() : -1;
+  if (!s.ci_on_median()) return s.mean_s() > 0 ? s.ci95_half_width_s() / s.mean_s() : -1;
   if (s.median_ci95_high_s() <= 0 || s.median_s() <= 0) return -1;
   return (s.median_ci95_high_s() - s.median_ci95_low_s()) / 2 / s.median_s();
 }

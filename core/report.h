@@ -75,9 +75,8 @@ class CsvReporter : public Reporter {
   std::ostream& out_;
 };
 
-// Relative half-width of the CI the stopping rule used (median's unless
-// stats.ci_on_mean), or -1 when it is undefined (fewer than 6 samples for
-// the median).
+// Relative half-width of the CI the stopping rule used (the mean's unless
+// stats.ci_on_median), or -1 when it is undefined.
 double RelativeCi(const v1::Stats& stats);
 
 // The JSON Lines form of one result (no trailing newline).

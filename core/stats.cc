@@ -71,12 +71,12 @@ SampleSummary Summarize(std::span<const double> samples) {
 }
 
 bool StoppingRule::TargetMet(const SampleSummary& s) const {
-  if (timing_.ci_on_mean()) {
-    if (s.n < 2 || s.mean <= 0) return false;
-    return s.ci95_half_width / s.mean <= timing_.target_ci();
+  if (timing_.ci_on_median()) {
+    if (MedianCiRank(s.n) < 1 || s.median <= 0) return false;
+    return (s.median_ci_high - s.median_ci_low) / 2 / s.median <= timing_.target_ci();
   }
-  if (MedianCiRank(s.n) < 1 || s.median <= 0) return false;
-  return (s.median_ci_high - s.median_ci_low) / 2 / s.median <= timing_.target_ci();
+  if (s.n < 2 || s.mean <= 0) return false;
+  return s.ci95_half_width / s.mean <= timing_.target_ci();
 }
 
 bool StoppingRule::ShouldStop(std::span<const double> samples,

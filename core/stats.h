@@ -53,9 +53,9 @@ class StoppingRule {
   // duration of all samples) exceeds max_time_s.
   bool ShouldStop(std::span<const double> samples, double sampled_s) const;
 
-  // True when the relative CI half-width is within target_ci: of the median
-  // ((high - low) / 2 / median, needs 6+ samples) unless timing.ci_on_mean,
-  // then of the mean (half-width / mean).
+  // True when the relative CI half-width is within target_ci: of the mean
+  // (half-width / mean), or with timing.ci_on_median of the median
+  // ((high - low) / 2 / median, which needs 6+ samples).
   bool TargetMet(const SampleSummary& s) const;
 
   // Ops per sample so one sample lasts about sample_target_s, given one op

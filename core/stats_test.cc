@@ -76,7 +76,9 @@ TEST(StoppingRule, WaitsForMinSamples) {
 }
 
 TEST(StoppingRule, StopsWhenMedianCiIsTight) {
-  StoppingRule rule(TestTiming());
+  v1::Timing t = TestTiming();
+  t.set_ci_on_median(true);
+  StoppingRule rule(t);
   // One wild outlier among six: the median's CI [x(1), x(6)] is wide.
   std::vector<double> six = {1.0, 1.001, 0.999, 1.0, 1.002, 9.0};
   EXPECT_FALSE(rule.ShouldStop(six, 0.001));
@@ -87,9 +89,7 @@ TEST(StoppingRule, StopsWhenMedianCiIsTight) {
 }
 
 TEST(StoppingRule, StopsWhenMeanCiIsTight) {
-  v1::Timing t = TestTiming();
-  t.set_ci_on_mean(true);
-  StoppingRule rule(t);
+  StoppingRule rule(TestTiming());
   std::vector<double> tight = {1.0, 1.001, 0.999};  // CI ~0.25% of mean
   EXPECT_TRUE(rule.ShouldStop(tight, 0.001));
   std::vector<double> noisy = {1.0, 2.0, 3.0};

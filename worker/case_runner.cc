@@ -208,7 +208,7 @@ static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend, Co
 
   SampleSummary summary = Summarize(samples);
   *result.mutable_stats() = ToProto(summary, iters, warmup_done, rule.TargetMet(summary));
-  result.mutable_stats()->set_ci_on_mean(timing.ci_on_mean());
+  result.mutable_stats()->set_ci_on_median(timing.ci_on_median());
   result.mutable_stats()->set_p99_s(Quantile(samples, 0.99));
   auto medians = control.AllGather(Summarize(mine).median);
   if (medians.ok()) {

@@ -149,8 +149,8 @@ def main():
             sweep("bounded")[0] / max(fx[0] for fx in fixed))
     fig["sweep_time_adaptive_s"] = adaptive[0][0]
     fig["sweep_time_fixed20_s"] = fixed[0][0]
-    def rel_ci(st):  # the CI the run reports: the median's unless ci_on_mean
-        if st.get("ci_on_mean"):
+    def rel_ci(st):  # the CI the run reports: the mean's unless ci_on_median
+        if not st.get("ci_on_median"):
             return st["ci95_half_width_s"] / st["mean_s"]
         if st.get("median_ci95_high_s", 0) <= 0:
             return float("inf")  # fewer than 6 samples: no interval
