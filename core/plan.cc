@@ -638,7 +638,7 @@ v1::Timing DefaultTiming() {
   t.set_max_samples(100);
   t.set_target_ci(0.01);
   t.set_max_time_s(1.0);
-  t.set_sample_target_s(1e-3);
+  t.set_sample_target_s(250e-6);
   t.set_max_iters_per_sample(1000);
   t.set_mode(v1::PIPELINED);
   t.set_warmup_max_time_s(0.02);

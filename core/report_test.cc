@@ -35,6 +35,7 @@ v1::Result MakeResult(int64_t size, bool in_place, double median_s) {
   s->set_median_ci95_low_s(median_s * 0.996);
   s->set_median_ci95_high_s(median_s * 1.004);
   s->set_ci_on_median(true);
+  s->set_stop_reason("ci_target");
   r.set_straggler_ratio(1.02);
   r.set_straggler_rank(1);
   r.set_straggler_host("node1");

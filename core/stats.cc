@@ -79,15 +79,38 @@ bool StoppingRule::TargetMet(const SampleSummary& s) const {
   return s.ci95_half_width / s.mean <= timing_.target_ci();
 }
 
+std::string StoppingRule::StopReason(std::span<const double> samples,
+                                     double sampled_s) const {
+  int n = static_cast<int>(samples.size());
+  if (n < timing_.min_samples()) return "";
+  SampleSummary s = Summarize(samples);
+  if (TargetMet(s)) return "ci_target";
+  if (n >= timing_.max_samples()) return "max_samples";
+  if (timing_.max_time_s() > 0 && sampled_s >= timing_.max_time_s()) return "max_time";
+  if (n >= kFutilityMinSamples && timing_.target_ci() > 0) {
+    double rel = -1;
+    if (timing_.ci_on_median()) {
+      if (s.median > 0 && s.median_ci_high > 0) {
+        rel = (s.median_ci_high - s.median_ci_low) / 2 / s.median;
+      }
+    } else if (s.mean > 0) {
+      rel = s.ci95_half_width / s.mean;
+    }
+    if (rel > 0) {
+      double needed = n * (rel / timing_.target_ci()) * (rel / timing_.target_ci());
+      double by_count = timing_.max_samples();
+      double by_time = timing_.max_time_s() > 0 && sampled_s > 0
+                           ? n * timing_.max_time_s() / sampled_s
+                           : by_count;
+      if (needed > std::min(by_count, by_time)) return "futility";
+    }
+  }
+  return "";
+}
+
 bool StoppingRule::ShouldStop(std::span<const double> samples,
                               double sampled_s) const {
-  int n = static_cast<int>(samples.size());
-  if (n < timing_.min_samples()) return false;
-  if (n >= timing_.max_samples()) return true;
-  if (timing_.max_time_s() > 0 && sampled_s >= timing_.max_time_s()) {
-    return true;
-  }
-  return TargetMet(Summarize(samples));
+  return !StopReason(samples, sampled_s).empty();
 }
 
 int StoppingRule::ItersPerSample(double op_s) const {

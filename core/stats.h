@@ -5,6 +5,7 @@
 #define RINGMASTER_CORE_STATS_H_
 
 #include <span>
+#include <string>
 #include <vector>
 
 #include "ringmaster/v1/plan.pb.h"
@@ -49,9 +50,18 @@ class StoppingRule {
   explicit StoppingRule(const v1::Timing& timing) : timing_(timing) {}
 
   // True once min_samples are in and either the relative CI half-width is
-  // within target_ci, max_samples is reached, or `sampled_s` (the summed
-  // duration of all samples) exceeds max_time_s.
+  // within target_ci, max_samples is reached, `sampled_s` (the summed
+  // duration of all samples) exceeds max_time_s, or (futility, from
+  // kFutilityMinSamples on) the CI is not on course to reach the target
+  // within max_samples and max_time: the samples needed, n * (ci /
+  // target)^2 for a CI shrinking as 1/sqrt(n), exceed what is left.
   bool ShouldStop(std::span<const double> samples, double sampled_s) const;
+
+  // Why ShouldStop would stop now: "ci_target", "max_samples", "max_time",
+  // "futility", or "" when it would not.
+  std::string StopReason(std::span<const double> samples, double sampled_s) const;
+
+  static constexpr int kFutilityMinSamples = 20;
 
   // True when the relative CI half-width is within target_ci: of the mean
   // (half-width / mean), or with timing.ci_on_median of the median

@@ -106,6 +106,29 @@ TEST(StoppingRule, StopsAtLimits) {
   EXPECT_TRUE(rule.ShouldStop(many, 0.0));  // max_samples
 }
 
+TEST(StoppingRule, StopsForFutility) {
+  v1::Timing t = TestTiming();
+  t.set_max_samples(100);
+  t.set_max_time_s(10);
+  StoppingRule rule(t);
+  // 20 samples alternating 1 and 1.2: mean 1.1, s = 0.1026, CI = 2.093 *
+  // 0.1026 / sqrt(20) = 4.8% of the mean; reaching 1% needs ~20 * 4.8^2 =
+  // 468 samples > 100: futile.
+  std::vector<double> noisy;
+  for (int i = 0; i < 20; ++i) noisy.push_back(i % 2 ? 1.2 : 1.0);
+  EXPECT_EQ(rule.StopReason(noisy, 1.0), "futility");
+  // The same noise at 19 samples: too early to judge.
+  std::vector<double> early(noisy.begin(), noisy.begin() + 19);
+  EXPECT_EQ(rule.StopReason(early, 1.0), "");
+  // Less noisy and on course: 1 and 1.06 give s = 0.0308, CI = 2.093 *
+  // 0.0308 / sqrt(20) / 1.03 = 1.4%, needing ~20 * 1.4^2 = 39 of 100.
+  std::vector<double> close;
+  for (int i = 0; i < 20; ++i) close.push_back(i % 2 ? 1.06 : 1.0);
+  EXPECT_EQ(rule.StopReason(close, 1.0), "");
+  std::vector<double> flat(6, 1.0);
+  EXPECT_EQ(rule.StopReason(flat, 1.0), "ci_target");
+}
+
 TEST(StoppingRule, ItersPerSample) {
   StoppingRule rule(TestTiming());
   EXPECT_EQ(rule.ItersPerSample(1e-4), 10);  // 1 ms / 100 us

@@ -165,6 +165,7 @@ static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend, Co
   std::vector<double> samples;  // slowest rank's time per op
   std::vector<double> mine;     // this rank's time per op
   double sampled_s = 0;
+  std::string stop_reason;
   while (true) {
     int batch = samples.empty() ? std::max(1, timing.min_samples())
                                 : std::clamp(static_cast<int>(samples.size()) / 2, 1, 50);
@@ -203,12 +204,14 @@ static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend, Co
       samples.push_back(v);
       sampled_s += mode == v1::PER_OP ? v : v * iters;
     }
-    if (rule.ShouldStop(samples, sampled_s)) break;
+    stop_reason = rule.StopReason(samples, sampled_s);
+    if (!stop_reason.empty()) break;
   }
 
   SampleSummary summary = Summarize(samples);
   *result.mutable_stats() = ToProto(summary, iters, warmup_done, rule.TargetMet(summary));
   result.mutable_stats()->set_ci_on_median(timing.ci_on_median());
+  result.mutable_stats()->set_stop_reason(stop_reason);
   result.mutable_stats()->set_p99_s(Quantile(samples, 0.99));
   auto medians = control.AllGather(Summarize(mine).median);
   if (medians.ok()) {
