@@ -6,7 +6,7 @@ sweep, the adaptive and fixed sweeps and the interconnect A/B plan; PyTorch's
 torch.json), compares with the nccl-tests anchors, merges the figures into
 summary.json and writes a side-by-side table.
 
-  python3 bench/collectives/summarize.py --run DIR --anchors ../shared/anchors/h200x2-2026-11-30 \
+  python3 bench/collectives/summarize.py --run DIR [--run DIR2 ...] --anchors ../shared/anchors/h200x2-2026-11-30 \
       --summary bench/results/h200x2/summary.json --table bench/results/h200x2/collectives.md
 """
 import argparse
@@ -37,17 +37,20 @@ def key(r):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--run", required=True)
+    ap.add_argument("--run", required=True, action="append",
+                    help="an unpacked bench.tgz; repeat to pool several calls")
     ap.add_argument("--anchors", required=True)
     ap.add_argument("--summary", required=True)
     ap.add_argument("--table", required=True)
     a = ap.parse_args()
     fig = {}
 
-    # The collectives sweep ran twice in the call: each size's busbw is the
-    # mean of the two runs (the anchors and PyTorch drift by ~1% run to run).
-    runs = [load(os.path.join(a.run, n + ".jsonl")) for n in ("collectives", "collectives2")
-            if os.path.exists(os.path.join(a.run, n + ".jsonl"))]
+    # The collectives sweep ran twice per call: each size's busbw is the mean
+    # over every pooled run (large all-gathers move by several % run to run,
+    # for PyTorch as for Ringmaster).
+    def paths(name):  # the file `name` of every pooled call that has it
+        return [os.path.join(d, name) for d in a.run if os.path.exists(os.path.join(d, name))]
+    runs = [load(p) for n in ("collectives.jsonl", "collectives2.jsonl") for p in paths(n)]
     rm = {}
     for rs in runs:
         for r in rs:
@@ -61,10 +64,7 @@ def main():
     # Latency: the median of the runs' medians per mode and size.
     latency = {}
     long_graphs = []  # 8 B graph replays of ~10 ms (about 1800 ops per graph)
-    for n in ("latency", "latency2"):
-        path = os.path.join(a.run, n + ".jsonl")
-        if not os.path.exists(path):
-            continue
+    for path in paths("latency.jsonl") + paths("latency2.jsonl"):
         for r in load(path):
             if r["case"]["spec_name"] == "latency-long-graphs":
                 long_graphs.append(r["stats"]["median_s"] * 1e6)
@@ -72,10 +72,7 @@ def main():
             latency.setdefault((r["timing_mode"], int(r["case"]["size_bytes"])), []).append(r)
     # PyTorch ran twice as well: the mean of its runs per size.
     torch = {}
-    for n in ("torch.json", "torch2.json"):
-        path = os.path.join(a.run, n)
-        if not os.path.exists(path):
-            continue
+    for path in paths("torch.json") + paths("torch2.json"):
         with open(path) as f:
             for t in json.load(f)["results"]:
                 torch.setdefault((t["collective"], int(t["size_bytes"])), []).append(t)
@@ -137,16 +134,17 @@ def main():
 
     # Time to result: summed case wall time of the sweep (the launch and
     # NCCL set-up, the same for both, excluded); best of the repeated runs.
-    def sweep(name):
-        rs = load(os.path.join(a.run, name + ".jsonl"))
+    def sweep(path):
+        rs = load(path)
         return sum(r["case_wall_s"] for r in rs), rs
-    adaptive = [sweep(n) for n in ("adaptive", "adaptive2") if os.path.exists(os.path.join(a.run, n + ".jsonl"))]
-    fixed = [sweep(n) for n in ("fixed", "fixed2") if os.path.exists(os.path.join(a.run, n + ".jsonl"))]
+    adaptive = [sweep(p) for d in a.run for p in (os.path.join(d, "adaptive.jsonl"), os.path.join(d, "adaptive2.jsonl"))]
+    fixed = [sweep(p) for d in a.run for p in (os.path.join(d, "fixed.jsonl"), os.path.join(d, "fixed2.jsonl"))]
     ratios = [ad[0] / fx[0] for ad, fx in zip(adaptive, fixed)]
     fig["sweep_time_ratio_adaptive_vs_fixed20"] = max(ratios)  # the worse pair
-    if os.path.exists(os.path.join(a.run, "bounded.jsonl")):
-        fig["sweep_time_ratio_adaptive_max20samples_vs_fixed20"] = (
-            sweep("bounded")[0] / max(fx[0] for fx in fixed))
+    bounded = paths("bounded.jsonl")
+    if bounded:
+        fig["sweep_time_ratio_adaptive_max20samples_vs_fixed20"] = max(
+            sweep(p)[0] for p in bounded) / min(fx[0] for fx in fixed)
     fig["sweep_time_adaptive_s"] = adaptive[0][0]
     fig["sweep_time_fixed20_s"] = fixed[0][0]
     def rel_ci(st):  # the CI the run reports: the mean's unless ci_on_median
@@ -160,7 +158,7 @@ def main():
     fig["sweep_adaptive_max_ci_pct_ge1MiB"] = 100 * worst_ci
     print("sweep ratios", [round(x, 3) for x in ratios], "worst CI >= 1 MiB", round(100 * worst_ci, 3), "%")
 
-    ab = load(os.path.join(a.run, "ab.jsonl"))
+    ab = load(paths("ab.jsonl")[-1])
     for r in ab:
         if int(r["case"]["size_bytes"]) == 1 << 30:
             v = r["case"]["variant"]
