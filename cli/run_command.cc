@@ -429,17 +429,33 @@ std::string FindDefaultPlan() {
   return "plans/quickstart.yaml";
 }
 
+namespace {
+
+// Loads and expands a plan; on error prints the one-line message.
+bool LoadAndExpand(const std::string& plan_path, v1::Plan* plan, std::vector<v1::Case>* cases) {
+  auto loaded = LoadPlanFile(plan_path);
+  if (!loaded.ok()) {
+    Error(std::string(loaded.status().message()));
+    return false;
+  }
+  auto expanded = ExpandPlan(*loaded);
+  if (!expanded.ok()) {
+    Error(std::string(expanded.status().message()));
+    return false;
+  }
+  *plan = std::move(*loaded);
+  *cases = std::move(*expanded);
+  return true;
+}
+
+}  // namespace
+
 int ValidateCommand(const std::string& plan_path) {
-  auto plan = LoadPlanFile(plan_path);
-  if (!plan.ok()) {
-    Error(std::string(plan.status().message()));
-    return kExitUsage;
-  }
-  auto cases = ExpandPlan(*plan);
-  if (!cases.ok()) {
-    Error(std::string(cases.status().message()));
-    return kExitUsage;
-  }
+  v1::Plan plan_value;
+  std::vector<v1::Case> case_values;
+  if (!LoadAndExpand(plan_path, &plan_value, &case_values)) return kExitUsage;
+  const v1::Plan* plan = &plan_value;
+  const std::vector<v1::Case>* cases = &case_values;
   std::cout << absl::StrFormat("%s: ok: plan \"%s\", %d case specs, %d cases\n", plan_path,
                                plan->name(), plan->cases_size(), cases->size());
   return kExitOk;
@@ -448,16 +464,11 @@ int ValidateCommand(const std::string& plan_path) {
 int RunCommand(const RunOptions& options, const std::vector<std::string>& command_line) {
   // 1. Validate everything before writing anything.
   std::string plan_path = options.plan_path.empty() ? FindDefaultPlan() : options.plan_path;
-  auto plan = LoadPlanFile(plan_path);
-  if (!plan.ok()) {
-    Error(std::string(plan.status().message()));
-    return kExitUsage;
-  }
-  auto cases = ExpandPlan(*plan);
-  if (!cases.ok()) {
-    Error(std::string(cases.status().message()));
-    return kExitUsage;
-  }
+  v1::Plan plan_value;
+  std::vector<v1::Case> case_values;
+  if (!LoadAndExpand(plan_path, &plan_value, &case_values)) return kExitUsage;
+  const v1::Plan* plan = &plan_value;
+  const std::vector<v1::Case>* cases = &case_values;
   std::string worker = SelfDir() + "/ringmaster-worker";
   if (access(worker.c_str(), X_OK) != 0) {
     Error(worker + ": the worker binary is missing or not executable");

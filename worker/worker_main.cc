@@ -308,8 +308,7 @@ int Run(const RunArgs& args, int argc, char** argv) {
     double setup_s = 0;
   };
   std::map<int, Group> groups;
-  groups[nranks].control = nullptr;  // the world group uses `control`/`backend`
-  groups[nranks].setup_s = setup_s;
+  groups[nranks].setup_s = setup_s;  // the world group runs on `control`/`backend`
   auto group_for = [&](int n) -> absl::StatusOr<Group*> {
     auto it = groups.find(n);
     if (it != groups.end()) return &it->second;

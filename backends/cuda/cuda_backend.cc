@@ -116,9 +116,7 @@ struct CudaBackend::Impl {
   BackendInfo info;
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
-  cudaEvent_t start = nullptr;
-  cudaEvent_t stop = nullptr;
-  std::vector<cudaEvent_t> op_events;  // per-op timing, 2 per op
+  std::vector<cudaEvent_t> op_events;  // window and per-op timing events
   void* send = nullptr;                // or the one in-place buffer
   void* recv = nullptr;
   size_t send_capacity = 0;
@@ -263,8 +261,6 @@ CudaBackend::~CudaBackend() {
   if (impl_->send) cudaFree(impl_->send);
   if (impl_->recv) cudaFree(impl_->recv);
   if (impl_->d_wrong) cudaFree(impl_->d_wrong);
-  if (impl_->start) cudaEventDestroy(impl_->start);
-  if (impl_->stop) cudaEventDestroy(impl_->stop);
   for (cudaEvent_t e : impl_->op_events) cudaEventDestroy(e);
   if (impl_->stream) cudaStreamDestroy(impl_->stream);
 }
@@ -300,8 +296,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     impl->info.gpu_bus_id = bus;
   }
   RM_CUDA(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking), rank);
-  RM_CUDA(cudaEventCreate(&impl->start), rank);
-  RM_CUDA(cudaEventCreate(&impl->stop), rank);
   RM_CUDA(cudaMalloc(&impl->d_wrong, sizeof(unsigned long long)), rank);
 
   auto t0 = std::chrono::steady_clock::now();
@@ -338,8 +332,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Split(bool member,
   std::unique_ptr<CudaBackend> backend(new CudaBackend(std::move(impl)));
   Impl& n = *backend->impl_;
   RM_CUDA(cudaStreamCreateWithFlags(&n.stream, cudaStreamNonBlocking), n.rank);
-  RM_CUDA(cudaEventCreate(&n.start), n.rank);
-  RM_CUDA(cudaEventCreate(&n.stop), n.rank);
   RM_CUDA(cudaMalloc(&n.d_wrong, sizeof(unsigned long long)), n.rank);
   return backend;
 }

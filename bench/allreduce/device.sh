@@ -21,8 +21,8 @@ echo "ringmaster exit $?"
 tail -5 "$out/ringmaster.err"
 cp /tmp/rm/*/results.jsonl "$out/ringmaster.jsonl"; cp /tmp/rm/*/results.csv "$out/ringmaster.csv"
 echo "== torch"
-time PYTHONUNBUFFERED=1 torchrun --standalone --nproc_per_node=2 bench/allreduce/torch_allreduce.py \
-  --out "$out/torch.json" > "$out/torch.txt" 2>&1
+time PYTHONUNBUFFERED=1 torchrun --standalone --nproc_per_node=2 bench/collectives/torch_collectives.py \
+  --collectives all_reduce --dtypes float32,bfloat16 --out "$out/torch.json" > "$out/torch.txt" 2>&1
 echo "torch exit $?"
 tail -3 "$out/torch.txt"
 grep -E "^ +(8|67108864|134217728|1073741824|8589934592) " "$out/ringmaster.txt" | head -20
