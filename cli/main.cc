@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   run->add_flag("--quiet", run_opts.quiet, "Do not echo the launcher's output");
+  run->add_flag("--nccl-algorithms", run_opts.nccl_algorithms,
+                "Label every result with NCCL's algorithm, protocol and channels, read from "
+                "NCCL's tuning log in a one-operation probe launch before the measured one");
 
   std::string validate_path;
   auto* validate = app.add_subcommand("validate", "Check a plan and print its expansion; runs nothing");

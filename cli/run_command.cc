@@ -19,6 +19,7 @@
 #include "coordinator/server.h"
 #include "coordinator/store.h"
 #include "core/names.h"
+#include "core/nccl_tuning.h"
 #include "core/plan.h"
 #include "core/report.h"
 #include "core/sweep.h"
@@ -141,7 +142,10 @@ class ScopedEnv {
 
 // Launches one job (the plan's cases under one variant) and follows it to
 // its end.
-JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases, const v1::Variant* variant) {
+// With `tuning`, the job is an NCCL tuning probe: nothing is printed or
+// written but the launcher log, and NCCL's choices are collected there.
+JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases, const v1::Variant* variant,
+                  NcclChoices* tuning = nullptr, std::mutex* tuning_mu = nullptr) {
   JobOutcome result_of_job;
   const RunOptions& options = ctx.options;
   JobManager& manager = ctx.manager;
@@ -170,16 +174,21 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases, const v1::Varian
     return result_of_job;
   }
 
-  std::ofstream jsonl_file(job_dir / "results.jsonl");
-  std::ofstream csv_file(job_dir / "results.csv");
+  std::ofstream jsonl_file, csv_file;
+  if (!tuning) {
+    jsonl_file.open(job_dir / "results.jsonl");
+    csv_file.open(job_dir / "results.csv");
+  }
   ConsoleReporter console(std::cout);
   JsonLinesReporter jsonl(jsonl_file);
   CsvReporter csv(csv_file);
-  std::vector<Reporter*> reporters = {&console, &jsonl, &csv};
+  std::vector<Reporter*> reporters;
+  if (!tuning) reporters = {&console, &jsonl, &csv};
 
   std::cerr << absl::StrFormat(
-      "ringmaster: job %s: plan %s (%d cases) on %d %s rank(s)%s; coordinator %s\n", job_id,
-      ctx.plan_path, cases.size(), np, worker_backend == "cuda" ? "GPU" : "host",
+      "ringmaster: job %s: %splan %s (%d cases) on %d %s rank(s)%s; coordinator %s\n", job_id,
+      tuning ? "NCCL tuning probe of " : "", ctx.plan_path, cases.size(), np,
+      worker_backend == "cuda" ? "GPU" : "host",
       variant ? ", variant " + variant->name() : "", address);
 
   // 3. Launch.
@@ -202,8 +211,16 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases, const v1::Varian
     log.file.open(job_dir / "launcher.log");
     log.file << "# " << absl::StrJoin(BuildMpirunArgv(mo), " ") << "\n";
   }
-  auto launched = ChildProcess::Spawn(BuildMpirunArgv(mo), [&log](std::string_view line,
-                                                                   bool is_stderr) {
+  auto launched = ChildProcess::Spawn(BuildMpirunArgv(mo), [&log, tuning, tuning_mu](
+                                                                  std::string_view line,
+                                                                  bool is_stderr) {
+    if (tuning) {
+      if (auto choice = ParseNcclTuningLine(line)) {
+        std::lock_guard<std::mutex> lock(*tuning_mu);
+        (*tuning)[{choice->function, choice->bytes}] = *choice;
+        return;  // one line per call: kept out of the log
+      }
+    }
     std::lock_guard<std::mutex> lock(log.mu);
     log.file << (is_stderr ? "E " : "O ") << line << "\n";
     log.file.flush();
@@ -511,7 +528,27 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
     Error(std::string(store.status().message()));
     return kExitInternal;
   }
-  JobManager manager(store->get());
+  // NCCL's algorithm choices from tuning probes, keyed by what NCCL logs.
+  NcclChoices tuning;
+  std::mutex tuning_mu;
+  const bool tuning_probe = options.nccl_algorithms && worker_backend == "cuda";
+  if (options.nccl_algorithms && !tuning_probe) {
+    std::cerr << "ringmaster: --nccl-algorithms needs the cuda backend; ignored\n";
+  }
+  JobManager::Options manager_options;
+  if (tuning_probe) {
+    manager_options.annotate = [&tuning, &tuning_mu, np](v1::Result* r) {
+      auto key = NcclTuningKey(r->case_(), r->nranks() > 0 ? r->nranks() : np);
+      if (!key) return;
+      std::lock_guard<std::mutex> lock(tuning_mu);
+      auto it = tuning.find(*key);
+      if (it == tuning.end()) return;
+      r->set_nccl_algorithm(it->second.algorithm);
+      r->set_nccl_protocol(it->second.protocol);
+      r->set_nccl_channels(it->second.channels);
+    };
+  }
+  JobManager manager(store->get(), manager_options);
   const std::string token = NewToken();
   auto server = CoordinatorServer::Start(&manager, "127.0.0.1:0", token);
   if (!server.ok()) {
@@ -537,6 +574,30 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
         c.set_variant(variant->name());
         c.set_ceiling_gbps(variant->ceiling_gbps());
       }
+    }
+    if (tuning_probe) {
+      // One operation per case with NCCL's tuning log on; the measured job
+      // that follows runs without it.
+      std::vector<v1::Case> probe_cases = vcases;
+      for (auto& c : probe_cases) {
+        v1::Timing* t = c.mutable_timing();
+        t->set_mode(v1::PIPELINED);
+        t->set_warmup_iters(1);
+        t->set_warmup_max_time_s(0);
+        t->set_fixed_iters_per_sample(1);
+        t->set_min_samples(1);
+        t->set_max_samples(1);
+        c.set_verify(false);
+      }
+      {
+        ScopedEnv debug("NCCL_DEBUG", "INFO");
+        ScopedEnv subsys("NCCL_DEBUG_SUBSYS", "TUNING");
+        JobOutcome p = RunJob(ctx, std::move(probe_cases), variant, &tuning, &tuning_mu);
+        internal = internal || p.internal_error;
+      }
+      std::lock_guard<std::mutex> lock(tuning_mu);
+      std::cerr << absl::StrFormat("ringmaster: NCCL tuning probe: %d choices recorded\n",
+                                   tuning.size());
     }
     JobOutcome outcome = RunJob(ctx, std::move(vcases), variant);
     failed = failed || outcome.failed;

@@ -21,6 +21,8 @@ struct RunOptions {
   double registration_timeout_s = 60;
   double heartbeat_timeout_s = 15;
   bool quiet = false;              // no launcher output echoed
+  // Label results with NCCL's algorithm/protocol (a tuning probe launch).
+  bool nccl_algorithms = false;
 };
 
 // Exit codes of the `ringmaster` binary.

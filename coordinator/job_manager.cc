@@ -147,6 +147,7 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
       p->clear_command_line();
       for (const auto& a : rec->job.command_line()) p->add_command_line(a);
       if (p->started_at().empty()) p->set_started_at(rec->job.created_at());
+      if (options_.annotate) options_.annotate(&copy);
       results.push_back(std::move(copy));
     }
   }

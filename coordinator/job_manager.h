@@ -9,6 +9,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -47,6 +48,9 @@ class JobManager {
   struct Options {
     int heartbeat_interval_ms = 500;
     size_t max_queued_events = 1 << 20;  // oldest dropped beyond this
+    // Called on every accepted result before it is stored (e.g. to label it
+    // with NCCL's algorithm choice). Must be thread-safe; may be empty.
+    std::function<void(v1::Result*)> annotate;
   };
   // `store` must outlive the manager.
   JobManager(Store* store, Options options);

@@ -118,6 +118,27 @@ TEST_F(JobManagerTest, StaleAttemptsAndLateWritesAreRejected) {
   EXPECT_TRUE(hbr->cancel());
 }
 
+TEST(JobManagerAnnotate, LabelsResultsBeforeTheyAreStored) {
+  auto store = Store::Open(":memory:");
+  ASSERT_TRUE(store.ok());
+  JobManager::Options options;
+  options.annotate = [](v1::Result* r) { r->set_nccl_algorithm("RING"); };
+  JobManager manager(store->get(), options);
+  auto job = manager.CreateJob(v1::Plan(), {v1::Case()}, 1, {});
+  ASSERT_TRUE(job.ok());
+  v1::ReportResultsRequest req;
+  req.set_job_id(job->job_id());
+  req.set_attempt(1);
+  v1::Result* r = req.add_results();
+  r->set_job_id(job->job_id());
+  r->set_idempotency_key(job->job_id() + "/1/0/0");
+  ASSERT_TRUE(manager.ReportResults(req).ok());
+  auto stored = manager.QueryResults(job->job_id(), -1, 0);
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ((*stored)[0].nccl_algorithm(), "RING");
+}
+
 TEST_F(JobManagerTest, FinalReportWithFailureBecomesAnEvent) {
   v1::ReportResultsRequest req;
   req.set_job_id(job_.job_id());

@@ -81,9 +81,9 @@ void ConsoleReporter::Begin(const RunContext& context) {
 }
 
 void ConsoleReporter::Header() {
-  out_ << absl::StrFormat("#%12s %12s %9s %6s %5s %10s %10s %9s %9s %7s %5s %6s %5s\n",
+  out_ << absl::StrFormat("#%12s %12s %9s %6s %5s %10s %10s %9s %9s %7s %5s %6s %5s %s\n",
                           "size", "count", "type", "redop", "place", "time", "p99",
-                          "algbw", "busbw", "#wrong", "n", "ci95", "skew");
+                          "algbw", "busbw", "#wrong", "n", "ci95", "skew", " nccl");
   out_ << absl::StrFormat("#%12s %12s %9s %6s %5s %10s %10s %9s %9s %7s %5s %6s %5s\n",
                           "(B)", "(elements)", "", "", "", "(us)", "(us)", "(GB/s)",
                           "(GB/s)", "", "", "(%)", "");
@@ -117,9 +117,13 @@ void ConsoleReporter::Report(const v1::Result& r) {
     std::string wrong =
         r.wrong_elements() < 0 ? "N/A" : absl::StrFormat("%d", r.wrong_elements());
     out_ << prefix
-         << absl::StrFormat(" %10.2f %10.2f %9.2f %9.2f %7s %5d %6s %5.2f\n",
+         << absl::StrFormat(" %10.2f %10.2f %9.2f %9.2f %7s %5d %6s %5.2f%s\n",
                             s.median_s() * 1e6, s.p99_s() * 1e6, r.algbw_gbps(),
-                            r.busbw_gbps(), wrong, s.samples(), ci_text, r.straggler_ratio());
+                            r.busbw_gbps(), wrong, s.samples(), ci_text, r.straggler_ratio(),
+                            r.nccl_algorithm().empty()
+                                ? ""
+                                : absl::StrFormat("  %s/%s/%d", r.nccl_algorithm(),
+                                                  r.nccl_protocol(), r.nccl_channels()));
   }
   out_.flush();
 }
@@ -156,7 +160,7 @@ void CsvReporter::Begin(const RunContext& context) {
           "nranks,timing_mode,variant,status,failure,time_us,min_us,p95_us,p99_us,"
           "stddev_us,ci95_us,median_ci95_low_us,median_ci95_high_us,samples,"
           "iters_per_sample,algbw_gbps,busbw_gbps,pct_of_ceiling,wrong_elements,"
-          "straggler_ratio,straggler_rank\n";
+          "straggler_ratio,straggler_rank,nccl_algorithm,nccl_protocol,nccl_channels\n";
 }
 
 void CsvReporter::Report(const v1::Result& r) {
@@ -166,7 +170,7 @@ void CsvReporter::Report(const v1::Result& r) {
       r.status() == v1::OK ? "" : std::string(FailureReasonName(r.failure().reason()));
   out_ << absl::StrFormat(
       "%s,%d,%s,%s,%s,%s,%d,%d,%s,%d,%s,%s,%s,%s,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,"
-      "%d,%.6f,%.6f,%.3f,%d,%.4f,%d\n",
+      "%d,%.6f,%.6f,%.3f,%d,%.4f,%d,%s,%s,%d\n",
       CsvField(r.job_id()), c.seq(), CsvField(c.spec_name()),
       CollectiveName(c.collective()), DataTypeName(c.dtype()), OpText(c),
       c.size_bytes(), c.count(), c.in_place() ? "in_place" : "out_of_place",
@@ -176,7 +180,8 @@ void CsvReporter::Report(const v1::Result& r) {
       s.stddev_s() * 1e6, s.ci95_half_width_s() * 1e6, s.median_ci95_low_s() * 1e6,
       s.median_ci95_high_s() * 1e6, s.samples(), s.iters_per_sample(),
       r.algbw_gbps(), r.busbw_gbps(), r.pct_of_ceiling(), r.wrong_elements(),
-      r.straggler_ratio(), r.straggler_rank());
+      r.straggler_ratio(), r.straggler_rank(), r.nccl_algorithm(), r.nccl_protocol(),
+      r.nccl_channels());
 }
 
 std::string RenderVariantComparison(const std::vector<v1::Result>& results) {

@@ -39,6 +39,9 @@ v1::Result MakeResult(int64_t size, bool in_place, double median_s) {
   r.set_straggler_ratio(1.02);
   r.set_straggler_rank(1);
   r.set_straggler_host("node1");
+  r.set_nccl_algorithm("RING");
+  r.set_nccl_protocol("LL");
+  r.set_nccl_channels(24);
   r.set_algbw_gbps(size / median_s / 1e9);
   r.set_busbw_gbps(size / median_s / 1e9);
   r.set_wrong_elements(0);
