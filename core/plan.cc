@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -690,6 +691,11 @@ absl::StatusOr<v1::Plan> ParsePlanYaml(std::string_view yaml,
 
 absl::StatusOr<v1::Plan> LoadPlanFile(const std::string& path,
                                       const PlanLimits& limits) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    return absl::NotFoundError(
+        absl::StrFormat("%s: cannot read plan file: not a regular file", path));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::NotFoundError(absl::StrFormat(

@@ -169,6 +169,12 @@ TEST(LoadPlanFile, MissingFileIsNotFound) {
               StartsWith("/nonexistent/dir/plan.yaml: cannot read plan file"));
 }
 
+TEST(LoadPlanFile, DirectoryIsNotAPlan) {
+  auto plan = LoadPlanFile("/tmp");
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("not a regular file"));
+}
+
 TEST(Sha256Hex, KnownVector) {
   EXPECT_EQ(Sha256Hex("abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
