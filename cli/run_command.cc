@@ -468,24 +468,20 @@ bool LoadAndExpand(const std::string& plan_path, v1::Plan* plan, std::vector<v1:
 }  // namespace
 
 int ValidateCommand(const std::string& plan_path) {
-  v1::Plan plan_value;
-  std::vector<v1::Case> case_values;
-  if (!LoadAndExpand(plan_path, &plan_value, &case_values)) return kExitUsage;
-  const v1::Plan* plan = &plan_value;
-  const std::vector<v1::Case>* cases = &case_values;
+  v1::Plan plan;
+  std::vector<v1::Case> cases;
+  if (!LoadAndExpand(plan_path, &plan, &cases)) return kExitUsage;
   std::cout << absl::StrFormat("%s: ok: plan \"%s\", %d case specs, %d cases\n", plan_path,
-                               plan->name(), plan->cases_size(), cases->size());
+                               plan.name(), plan.cases_size(), cases.size());
   return kExitOk;
 }
 
 int RunCommand(const RunOptions& options, const std::vector<std::string>& command_line) {
   // 1. Validate everything before writing anything.
   std::string plan_path = options.plan_path.empty() ? FindDefaultPlan() : options.plan_path;
-  v1::Plan plan_value;
-  std::vector<v1::Case> case_values;
-  if (!LoadAndExpand(plan_path, &plan_value, &case_values)) return kExitUsage;
-  const v1::Plan* plan = &plan_value;
-  const std::vector<v1::Case>* cases = &case_values;
+  v1::Plan plan;
+  std::vector<v1::Case> cases;
+  if (!LoadAndExpand(plan_path, &plan, &cases)) return kExitUsage;
   std::string worker = SelfDir() + "/ringmaster-worker";
   if (access(worker.c_str(), X_OK) != 0) {
     Error(worker + ": the worker binary is missing or not executable");
@@ -505,7 +501,7 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
     Error("--backend cuda: no GPU is visible here (use --backend host or auto)");
     return kExitUsage;
   }
-  int np = options.np > 0 ? options.np : plan->ranks();
+  int np = options.np > 0 ? options.np : plan.ranks();
   if (np <= 0) np = use_gpus ? probe.gpus : 2;
   if (use_gpus && options.hostfile.empty() && np > probe.gpus) {
     Error(absl::StrFormat("--np %d: only %d GPU(s) are visible and NCCL needs one GPU per "
@@ -559,16 +555,16 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
   setenv("RINGMASTER_TOKEN", token.c_str(), 1);
   JobContext ctx{options,  manager, absl::StrFormat("127.0.0.1:%d", (*server)->port()),
                  worker,   np,      worker_backend,
-                 plan_path, *plan,  command_line};
+                 plan_path, plan,  command_line};
 
   // One job per interconnect variant (or one job when the plan has none).
   std::vector<const v1::Variant*> variants;
-  for (const auto& v : plan->variants()) variants.push_back(&v);
+  for (const auto& v : plan.variants()) variants.push_back(&v);
   if (variants.empty()) variants.push_back(nullptr);
   std::vector<v1::Result> all;
   bool failed = false, internal = false;
   for (const v1::Variant* variant : variants) {
-    std::vector<v1::Case> vcases = *cases;
+    std::vector<v1::Case> vcases = cases;
     for (auto& c : vcases) {
       if (variant) {
         c.set_variant(variant->name());

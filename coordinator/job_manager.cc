@@ -3,6 +3,7 @@
 #include <random>
 
 #include "absl/strings/str_format.h"
+#include "core/status_macros.h"
 
 namespace ringmaster {
 namespace {
@@ -64,8 +65,7 @@ absl::StatusOr<v1::Job> JobManager::CreateJob(const v1::Plan& plan,
   record.ranks.resize(nranks);
   for (int r = 0; r < nranks; ++r) record.ranks[r].rank = r;
   std::lock_guard<std::mutex> lock(mu_);
-  absl::Status s = Persist(job);
-  if (!s.ok()) return s;
+  RM_RETURN_IF_ERROR(Persist(job));
   v1::Job copy = job;
   jobs_.emplace(job.job_id(), std::move(record));
   return copy;

@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include "absl/strings/str_format.h"
+#include "core/status_macros.h"
 
 namespace ringmaster {
 namespace {
@@ -56,8 +57,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
       "CREATE INDEX IF NOT EXISTS results_by_job ON results(job_id, seq)",
   };
   for (const char* sql : setup) {
-    absl::Status s = store->Exec(sql);
-    if (!s.ok()) return s;
+    RM_RETURN_IF_ERROR(store->Exec(sql));
   }
   // quick_check at start: refuse to run on a damaged store.
   Statement check(db, "PRAGMA quick_check");

@@ -189,6 +189,7 @@ std::string RenderVariantComparison(const std::vector<v1::Result>& results) {
   std::vector<std::string> variants;
   std::vector<std::string> row_keys;
   std::map<std::string, const v1::Case*> row_case;
+  std::map<std::string, int> row_nranks;
   std::map<std::pair<std::string, std::string>, const v1::Result*> cell;
   std::map<std::string, double> ceilings;
   for (const auto& r : results) {
@@ -203,6 +204,7 @@ std::string RenderVariantComparison(const std::vector<v1::Result>& results) {
     if (!row_case.count(key)) {
       row_keys.push_back(key);
       row_case[key] = &c;
+      row_nranks[key] = r.nranks();
     }
     cell[{key, c.variant()}] = &r;
   }
@@ -217,12 +219,7 @@ std::string RenderVariantComparison(const std::vector<v1::Result>& results) {
   out += "\n";
   for (const auto& key : row_keys) {
     const v1::Case& c = *row_case[key];
-    const v1::Result& any = *cell.begin()->second;
-    int nranks = any.nranks();
-    for (const auto& v : variants) {
-      auto it = cell.find({key, v});
-      if (it != cell.end()) nranks = it->second->nranks();
-    }
+    const int nranks = row_nranks[key];
     out += absl::StrFormat(" %-24s %12d %5s %5d %9s",
                            absl::StrFormat("%s %s %s", CollectiveName(c.collective()),
                                            DataTypeName(c.dtype()), OpText(c)),

@@ -11,6 +11,7 @@
 #include "backends/collective_layout.h"
 #include "backends/cuda/nvml.h"
 #include "core/names.h"
+#include "core/status_macros.h"
 #include "kernels/collective_kernels.h"
 #include "kernels/patterns.h"
 
@@ -40,11 +41,6 @@ absl::Status NcclStatus(ncclResult_t res, const char* expr, const char* file,
   do {                                                                      \
     absl::Status s_ = NcclStatus((expr), #expr, __FILE__, __LINE__, rank); \
     if (!s_.ok()) return s_;                                                \
-  } while (0)
-#define RM_OK(expr)                  \
-  do {                               \
-    absl::Status s_ = (expr);        \
-    if (!s_.ok()) return s_;         \
   } while (0)
 
 std::optional<ncclDataType_t> NcclType(v1::DataType t) {
@@ -362,12 +358,12 @@ absl::Status CudaBackend::Prepare(const CollectiveConfig& config) {
   m.layout = *layout;
   m.elem = DataTypeSize(config.dtype);
   if (config.in_place) {
-    RM_OK(Impl::Grow(&m.send, &m.send_capacity, layout->inplace_count * m.elem, m.rank));
+    RM_RETURN_IF_ERROR(Impl::Grow(&m.send, &m.send_capacity, layout->inplace_count * m.elem, m.rank));
   } else {
-    RM_OK(Impl::Grow(&m.send, &m.send_capacity, layout->send_count * m.elem, m.rank));
-    RM_OK(Impl::Grow(&m.recv, &m.recv_capacity, layout->recv_count * m.elem, m.rank));
+    RM_RETURN_IF_ERROR(Impl::Grow(&m.send, &m.send_capacity, layout->send_count * m.elem, m.rank));
+    RM_RETURN_IF_ERROR(Impl::Grow(&m.recv, &m.recv_capacity, layout->recv_count * m.elem, m.rank));
   }
-  RM_OK(m.FillInputs());
+  RM_RETURN_IF_ERROR(m.FillInputs());
   RM_CUDA(cudaStreamSynchronize(m.stream), m.rank);
   m.prepared = true;
   return absl::OkStatus();
@@ -377,19 +373,19 @@ absl::StatusOr<std::vector<double>> CudaBackend::TimeWindows(int iters, int wind
                                                              bool graph) {
   Impl& m = *impl_;
   if (!m.prepared) return absl::FailedPreconditionError("Prepare() first");
-  if (graph) RM_OK(m.Capture(iters));
-  RM_OK(m.EnsureEvents(windows + 1));
+  if (graph) RM_RETURN_IF_ERROR(m.Capture(iters));
+  RM_RETURN_IF_ERROR(m.EnsureEvents(windows + 1));
   RM_CUDA(cudaEventRecord(m.op_events[0], m.stream), m.rank);
   for (int w = 0; w < windows; ++w) {
     if (graph) {
       RM_CUDA(cudaGraphLaunch(m.graph, m.stream), m.rank);
     } else {
-      for (int i = 0; i < iters; ++i) RM_OK(m.Enqueue());
+      for (int i = 0; i < iters; ++i) RM_RETURN_IF_ERROR(m.Enqueue());
     }
     RM_CUDA(cudaEventRecord(m.op_events[w + 1], m.stream), m.rank);
   }
   RM_CUDA(cudaEventSynchronize(m.op_events[windows]), m.rank);
-  RM_OK(m.CheckAsync());
+  RM_RETURN_IF_ERROR(m.CheckAsync());
   std::vector<double> out(windows);
   for (int w = 0; w < windows; ++w) {
     float ms = 0;
@@ -402,14 +398,14 @@ absl::StatusOr<std::vector<double>> CudaBackend::TimeWindows(int iters, int wind
 absl::StatusOr<std::vector<double>> CudaBackend::TimeEachOp(int iters) {
   Impl& m = *impl_;
   if (!m.prepared) return absl::FailedPreconditionError("Prepare() first");
-  RM_OK(m.EnsureEvents(2 * iters));
+  RM_RETURN_IF_ERROR(m.EnsureEvents(2 * iters));
   for (int i = 0; i < iters; ++i) {
     RM_CUDA(cudaEventRecord(m.op_events[2 * i], m.stream), m.rank);
-    RM_OK(m.Enqueue());
+    RM_RETURN_IF_ERROR(m.Enqueue());
     RM_CUDA(cudaEventRecord(m.op_events[2 * i + 1], m.stream), m.rank);
   }
   RM_CUDA(cudaEventSynchronize(m.op_events[2 * iters - 1]), m.rank);
-  RM_OK(m.CheckAsync());
+  RM_RETURN_IF_ERROR(m.CheckAsync());
   std::vector<double> out(iters);
   for (int i = 0; i < iters; ++i) {
     float ms = 0;
@@ -422,8 +418,8 @@ absl::StatusOr<std::vector<double>> CudaBackend::TimeEachOp(int iters) {
 absl::StatusOr<int64_t> CudaBackend::Verify() {
   Impl& m = *impl_;
   if (!m.prepared) return absl::FailedPreconditionError("Prepare() first");
-  RM_OK(m.FillInputs());
-  RM_OK(m.Enqueue());
+  RM_RETURN_IF_ERROR(m.FillInputs());
+  RM_RETURN_IF_ERROR(m.Enqueue());
   unsigned long long wrong = 0;
   if (m.layout.check_output) {
     char* out = m.Out();
@@ -440,9 +436,9 @@ absl::StatusOr<int64_t> CudaBackend::Verify() {
             m.rank);
   }
   RM_CUDA(cudaStreamSynchronize(m.stream), m.rank);
-  RM_OK(m.CheckAsync());
+  RM_RETURN_IF_ERROR(m.CheckAsync());
   // Leave valid inputs for the timed operations that follow.
-  RM_OK(m.FillInputs());
+  RM_RETURN_IF_ERROR(m.FillInputs());
   RM_CUDA(cudaStreamSynchronize(m.stream), m.rank);
   return static_cast<int64_t>(wrong);
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "backends/host/mpi_control.h"
 #include "core/names.h"
+#include "core/status_macros.h"
 #include "kernels/patterns.h"
 
 namespace ringmaster {
@@ -277,8 +278,7 @@ absl::StatusOr<std::vector<double>> HostBackend::TimeWindows(int iters, int wind
   auto mark = std::chrono::steady_clock::now();
   for (int w = 0; w < windows; ++w) {
     for (int i = 0; i < iters; ++i) {
-      absl::Status s = RunOnce();
-      if (!s.ok()) return s;
+      RM_RETURN_IF_ERROR(RunOnce());
     }
     auto now = std::chrono::steady_clock::now();
     out[w] = std::chrono::duration<double>(now - mark).count();
@@ -292,8 +292,7 @@ absl::StatusOr<std::vector<double>> HostBackend::TimeEachOp(int iters) {
   std::vector<double> out(iters);
   for (int i = 0; i < iters; ++i) {
     auto start = std::chrono::steady_clock::now();
-    absl::Status s = RunOnce();
-    if (!s.ok()) return s;
+    RM_RETURN_IF_ERROR(RunOnce());
     out[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   return out;
@@ -302,8 +301,7 @@ absl::StatusOr<std::vector<double>> HostBackend::TimeEachOp(int iters) {
 absl::StatusOr<int64_t> HostBackend::Verify() {
   if (!prepared_) return absl::FailedPreconditionError("Prepare() first");
   FillInputs();
-  absl::Status s = RunOnce();
-  if (!s.ok()) return s;
+  RM_RETURN_IF_ERROR(RunOnce());
   int64_t wrong = 0;
   if (layout_.check_output) {
     unsigned char* out = Out();
