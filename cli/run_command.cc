@@ -398,7 +398,7 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases, const v1::Varian
   if (!failure && summary.failed_results > 0) {
     // Wrong data or a rejected case fails the job, with the first reason.
     for (const auto& r : results) {
-      if (r.status() != v1::OK) {
+      if (r.status() == v1::FAILED) {
         failure = r.failure();
         break;
       }
@@ -511,6 +511,15 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
   }
   std::string worker_backend = options.backend == "auto" ? (use_gpus ? "cuda" : "host")
                                                          : options.backend;
+  // Node benchmarks expand per rank pair, which needs the launch's size.
+  {
+    auto expanded = ExpandPlan(plan, 100000, np);
+    if (!expanded.ok()) {
+      Error(std::string(expanded.status().message()));
+      return kExitUsage;
+    }
+    cases = std::move(*expanded);
+  }
 
   // 2. Durable store and the embedded coordinator.
   std::error_code ec;
@@ -603,6 +612,9 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
   (*server)->Shutdown();
   if (variants.size() > 1) {
     std::cout << "\n" << RenderVariantComparison(all);
+  }
+  if (std::string matrices = RenderBenchMatrices(all); !matrices.empty()) {
+    std::cout << "\n" << matrices;
   }
   if (internal) return kExitInternal;
   return failed ? kExitJobFailed : kExitOk;

@@ -11,7 +11,7 @@ find_package(spdlog CONFIG REQUIRED)
 find_package(fmt CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
 find_package(SQLite3 REQUIRED)
-find_package(BLAS)
+# OpenBLAS (libopenblas-dev) is loaded at run time by the host GEMM, not linked.
 if(RINGMASTER_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)
 endif()

@@ -56,9 +56,9 @@ class Service final : public v1::Coordinator::CallbackService {
         if (!parsed.ok()) return parsed.status();
         plan = *parsed;
       }
-      auto cases = ExpandPlan(plan);
-      if (!cases.ok()) return cases.status();
       int nranks = req->nranks() > 0 ? req->nranks() : (plan.ranks() > 0 ? plan.ranks() : 1);
+      auto cases = ExpandPlan(plan, 100000, nranks);
+      if (!cases.ok()) return cases.status();
       return Assign(manager_->CreateJob(plan, std::move(*cases), nranks, {}),
                     resp->mutable_job());
     });

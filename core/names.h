@@ -39,6 +39,20 @@ std::optional<v1::Backend> ParseBackend(std::string_view name);
 // "worker_exit", "rank_hung", ... (RELIABILITY.md's closed set).
 std::string_view FailureReasonName(v1::FailureReason r);
 
+// Node benchmarks (plan keys bench, method, direction, pattern, memory,
+// path): Name, Parse and the comma-separated list of accepted names.
+#define RM_DECLARE_ENUM_NAMES(Type, Fn)                        \
+  std::string_view Fn##Name(v1::Type v);                       \
+  std::optional<v1::Type> Parse##Fn(std::string_view name);    \
+  std::string Fn##Names();
+RM_DECLARE_ENUM_NAMES(Bench, Bench)
+RM_DECLARE_ENUM_NAMES(CopyMethod, CopyMethod)
+RM_DECLARE_ENUM_NAMES(CopyDirection, CopyDirection)
+RM_DECLARE_ENUM_NAMES(TransferPattern, TransferPattern)
+RM_DECLARE_ENUM_NAMES(HostMemory, HostMemory)
+RM_DECLARE_ENUM_NAMES(LatencyPath, LatencyPath)
+#undef RM_DECLARE_ENUM_NAMES
+
 // Comma-separated list of every accepted name, for error messages.
 std::string CollectiveNames();
 std::string DataTypeNames();

@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "core/names.h"
 #include "core/status_macros.h"
 #include "core/units.h"
@@ -31,7 +32,10 @@ constexpr const char* kVariantKeys[] = {"name", "env", "ceiling", "description"}
 constexpr const char* kCaseKeys[] = {"name",     "collective", "sizes",
                                      "dtypes",   "ops",        "placement",
                                      "root",     "verify",     "backend",
-                                     "timing",   "ladder"};
+                                     "timing",   "ladder",     "bench",
+                                     "method",   "direction",  "traffic",
+                                     "pattern",  "memory",     "path",
+                                     "shapes"};
 constexpr const char* kTimingKeys[] = {
     "warmup",      "min_samples",   "max_samples",         "target_ci",
     "max_time",    "sample_target", "max_iters_per_sample", "mode",
@@ -357,9 +361,9 @@ class PlanParser {
     return sweep;
   }
 
-  absl::StatusOr<v1::Timing> ParseTiming(const YAML::Node& node,
-                                         const std::string& field) const {
-    v1::Timing t = DefaultTiming();
+  absl::StatusOr<v1::Timing> ParseTiming(const YAML::Node& node, const std::string& field,
+                                         const v1::Timing& base = DefaultTiming()) const {
+    v1::Timing t = base;
     if (!node.IsMap()) {
       return Error(node, field, "expected a mapping (warmup, min_samples, ...)");
     }
@@ -453,6 +457,28 @@ class PlanParser {
     RM_ASSIGN_OR_RETURN(*spec.mutable_name(),
                         RequiredString(node, node["name"], prefix + ".name"));
 
+    YAML::Node bench = get("bench", &f);
+    if (bench) {
+      auto b = bench.IsScalar() ? ParseBench(bench.Scalar()) : std::nullopt;
+      if (!b) {
+        return Error(bench, f, absl::StrFormat("expected one of: %s, got %s",
+                                               BenchNames(), Show(bench)));
+      }
+      spec.set_bench(*b);
+    }
+    if (spec.bench() != v1::BENCH_COLLECTIVE) {
+      RM_RETURN_IF_ERROR(ParseBenchCase(node, get, &spec));
+      return spec;
+    }
+    for (const char* key : {"method", "direction", "traffic", "pattern", "memory", "path",
+                            "shapes"}) {
+      YAML::Node n = get(key, &f);
+      if (n) {
+        return Error(n, f, "belongs to node benchmarks (bench: p2p, latency, ...), "
+                           "not to collectives");
+      }
+    }
+
     YAML::Node coll = get("collective", &f);
     if (!coll) {
       return Error(node, f,
@@ -480,6 +506,10 @@ class PlanParser {
           return Error(item, f,
                        absl::StrFormat("expected one of: %s, got \"%s\"",
                                        DataTypeNames(), item.Scalar()));
+        }
+        if (*t == v1::TFLOAT32 || *t == v1::FLOAT8_E4M3) {
+          return Error(item, f, absl::StrFormat("%s is a GEMM type (bench: gemm), not a "
+                                                "collective's", item.Scalar()));
         }
         spec.add_dtypes(*t);
       }
@@ -622,6 +652,225 @@ class PlanParser {
     return spec;
   }
 
+  // A list-valued enum key: every entry through `parse`, or `fallback`.
+  template <typename E, typename Get>
+  absl::Status EnumList(Get& get, const char* key,
+                        std::optional<E> (*parse)(std::string_view),
+                        const std::string& names, const std::vector<E>& allowed,
+                        std::vector<E> fallback, std::vector<E>* out) const {
+    std::string f;
+    YAML::Node node = get(key, &f);
+    if (!node) {
+      *out = std::move(fallback);
+      return absl::OkStatus();
+    }
+    RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(node, f));
+    for (const auto& item : items) {
+      auto v = parse(item.Scalar());
+      bool ok = v.has_value() && std::find(allowed.begin(), allowed.end(), *v) != allowed.end();
+      if (!ok) {
+        return Error(item, f, absl::StrFormat("expected one of: %s, got \"%s\"", names,
+                                              item.Scalar()));
+      }
+      out->push_back(*v);
+    }
+    return absl::OkStatus();
+  }
+
+  // The keys of a node benchmark (bench: p2p, latency, host_device,
+  // local_copy, triad, gemm); collective-only keys are errors.
+  template <typename Get>
+  absl::Status ParseBenchCase(const YAML::Node& node, Get& get, v1::CaseSpec* spec) const {
+    std::string f;
+    const v1::Bench bench = spec->bench();
+    const std::string bname(BenchName(bench));
+    for (const char* key : {"collective", "ops", "placement", "root", "ladder"}) {
+      YAML::Node n = get(key, &f);
+      if (n) return Error(n, f, absl::StrFormat("is a collective's key; bench: %s has none", bname));
+    }
+    auto not_here = [&](const char* key, const char* why) -> absl::Status {
+      YAML::Node n = get(key, &f);
+      if (n) return Error(n, f, absl::StrFormat("bench: %s %s", bname, why));
+      return absl::OkStatus();
+    };
+    const bool gemm = bench == v1::BENCH_GEMM;
+    // Methods: unspecified = the backend's own (ce or sm on GPUs, cpu on
+    // the host backend).
+    std::vector<v1::CopyMethod> methods;
+    std::vector<v1::CopyMethod> method_ok = {v1::COPY_ENGINE, v1::SM, v1::CPU};
+    if (bench == v1::BENCH_TRIAD || gemm) {
+      RM_RETURN_IF_ERROR(not_here("method", "has one method per backend"));
+      methods = {v1::COPY_METHOD_UNSPECIFIED};
+    } else {
+      RM_RETURN_IF_ERROR(EnumList<v1::CopyMethod>(get, "method", &ParseCopyMethod,
+                                                  CopyMethodNames(), method_ok,
+                                                  {v1::COPY_METHOD_UNSPECIFIED}, &methods));
+    }
+    for (auto m : methods) spec->add_methods(m);
+
+    std::vector<v1::CopyDirection> dirs;
+    if (bench == v1::BENCH_P2P) {
+      RM_RETURN_IF_ERROR(EnumList<v1::CopyDirection>(get, "direction", &ParseCopyDirection,
+                                                     "write, read", {v1::WRITE, v1::READ},
+                                                     {v1::WRITE}, &dirs));
+    } else if (bench == v1::BENCH_HOST_DEVICE) {
+      RM_RETURN_IF_ERROR(EnumList<v1::CopyDirection>(
+          get, "direction", &ParseCopyDirection, "to_device, to_host",
+          {v1::TO_DEVICE, v1::TO_HOST}, {v1::TO_DEVICE, v1::TO_HOST}, &dirs));
+    } else {
+      RM_RETURN_IF_ERROR(not_here("direction", "has no direction"));
+    }
+    for (auto d : dirs) spec->add_directions(d);
+
+    if (bench == v1::BENCH_P2P || bench == v1::BENCH_HOST_DEVICE) {
+      YAML::Node traffic = get("traffic", &f);
+      if (traffic) {
+        RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(traffic, f));
+        for (const auto& item : items) {
+          std::string t = absl::AsciiStrToLower(item.Scalar());
+          if (t != "uni" && t != "bidir") {
+            return Error(item, f, absl::StrFormat("expected uni or bidir, got \"%s\"",
+                                                  item.Scalar()));
+          }
+          spec->add_bidirectional(t == "bidir");
+        }
+      } else {
+        spec->add_bidirectional(false);
+      }
+    } else {
+      RM_RETURN_IF_ERROR(not_here("traffic", "has no bidirectional form"));
+    }
+
+    std::vector<v1::TransferPattern> patterns;
+    if (bench == v1::BENCH_P2P) {
+      RM_RETURN_IF_ERROR(EnumList<v1::TransferPattern>(
+          get, "pattern", &ParseTransferPattern, "pairs, all_to_one, one_to_all",
+          {v1::PAIR, v1::ALL_TO_ONE, v1::ONE_TO_ALL}, {v1::PAIR}, &patterns));
+    } else if (bench == v1::BENCH_LATENCY) {
+      RM_RETURN_IF_ERROR(not_here("pattern", "runs between pairs (path: peer) or host "
+                                             "to each GPU (path: host)"));
+    } else {
+      RM_RETURN_IF_ERROR(EnumList<v1::TransferPattern>(
+          get, "pattern", &ParseTransferPattern, "one, all",
+          {v1::ONE_RANK, v1::ALL_RANKS}, {v1::ONE_RANK}, &patterns));
+    }
+    for (auto p : patterns) spec->add_patterns(p);
+
+    if (bench == v1::BENCH_HOST_DEVICE) {
+      std::vector<v1::HostMemory> mem;
+      RM_RETURN_IF_ERROR(EnumList<v1::HostMemory>(get, "memory", &ParseHostMemory,
+                                                  HostMemoryNames(),
+                                                  {v1::PINNED, v1::PAGEABLE},
+                                                  {v1::PINNED}, &mem));
+      for (auto m : mem) spec->add_host_memory(m);
+    } else {
+      RM_RETURN_IF_ERROR(not_here("memory", "has no host memory kind"));
+    }
+
+    if (bench == v1::BENCH_LATENCY) {
+      std::vector<v1::LatencyPath> paths;
+      RM_RETURN_IF_ERROR(EnumList<v1::LatencyPath>(get, "path", &ParseLatencyPath,
+                                                   LatencyPathNames(), {v1::PEER, v1::HOST},
+                                                   {v1::PEER}, &paths));
+      for (auto p : paths) spec->add_latency_paths(p);
+    } else {
+      RM_RETURN_IF_ERROR(not_here("path", "has no latency path"));
+    }
+
+    if (gemm) {
+      RM_RETURN_IF_ERROR(not_here("sizes", "takes shapes (m, n, k), not sizes"));
+      YAML::Node shapes = get("shapes", &f);
+      if (!shapes) {
+        return Error(node, f, "missing: expected a list of 8192 or 4096x4096x8192 (m x n x k)");
+      }
+      RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(shapes, f));
+      for (const auto& item : items) {
+        std::vector<std::string> parts = absl::StrSplit(absl::AsciiStrToLower(item.Scalar()), 'x');
+        std::vector<int64_t> dims;
+        for (const auto& p : parts) {
+          int64_t d = 0;
+          if (!absl::SimpleAtoi(p, &d) || d < 1 || d > 131072) dims.clear(), dims.push_back(-1);
+          else dims.push_back(d);
+          if (dims.back() < 0) break;
+        }
+        if ((dims.size() != 1 && dims.size() != 3) || dims[0] < 0) {
+          return Error(item, f, absl::StrFormat(
+              "expected n (square) or MxNxK with each in [1, 131072], got \"%s\"", item.Scalar()));
+        }
+        v1::GemmShape* s = spec->add_gemm_shapes();
+        s->set_m(dims[0]);
+        s->set_n(dims.size() == 3 ? dims[1] : dims[0]);
+        s->set_k(dims.size() == 3 ? dims[2] : dims[0]);
+      }
+      YAML::Node dtypes = get("dtypes", &f);
+      if (dtypes) {
+        RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(dtypes, f));
+        for (const auto& item : items) {
+          auto t = ParseDataType(item.Scalar());
+          if (!t || !(*t == v1::FLOAT32 || *t == v1::TFLOAT32 || *t == v1::BFLOAT16 ||
+                      *t == v1::FLOAT16 || *t == v1::FLOAT8_E4M3)) {
+            return Error(item, f, absl::StrFormat(
+                "expected one of: float32, tf32, bfloat16, float16, fp8_e4m3, got \"%s\"",
+                item.Scalar()));
+          }
+          spec->add_dtypes(*t);
+        }
+      } else {
+        spec->add_dtypes(v1::FLOAT32);
+      }
+    } else {
+      RM_RETURN_IF_ERROR(not_here("shapes", "takes sizes; shapes belong to bench: gemm"));
+      RM_RETURN_IF_ERROR(not_here("dtypes", "moves bytes; dtypes belong to bench: gemm"));
+      YAML::Node sizes = get("sizes", &f);
+      if (sizes) {
+        RM_ASSIGN_OR_RETURN(*spec->mutable_sizes(), ParseSizes(sizes, f));
+      } else if (bench == v1::BENCH_LATENCY) {
+        spec->mutable_sizes()->add_list_bytes(8);  // one pointer / one word
+      } else {
+        return Error(node, f, "missing: expected a list of sizes, like [512MiB]");
+      }
+      spec->add_dtypes(v1::UINT8);
+    }
+
+    spec->set_verify(true);
+    if (YAML::Node verify = get("verify", &f)) {
+      RM_ASSIGN_OR_RETURN(bool v, Bool(verify, f));
+      spec->set_verify(v);
+    }
+    if (YAML::Node backend = get("backend", &f)) {
+      auto b = backend.IsScalar() ? ParseBackend(backend.Scalar()) : std::nullopt;
+      if (!b) {
+        return Error(backend, f, absl::StrFormat("expected auto, host or cuda, got %s",
+                                                 Show(backend)));
+      }
+      spec->set_backend(*b);
+    }
+    // Node benchmarks default to nvbandwidth's sampling: a fixed number of
+    // operations per sample behind a held stream, median of the samples.
+    *spec->mutable_timing() = DefaultBenchTiming();
+    if (YAML::Node timing = get("timing", &f)) {
+      if (timing.IsMap() && timing["mode"]) {
+        return Error(timing["mode"], f + ".mode", "node benchmarks have one timing method");
+      }
+      RM_ASSIGN_OR_RETURN(*spec->mutable_timing(), ParseTiming(timing, f, DefaultBenchTiming()));
+    }
+    // GPU operations wait in the stream behind a spin kernel; CUDA's launch
+    // queue holds about a thousand, so a sample stays well below that.
+    if (spec->backend() != v1::BACKEND_HOST && spec->timing().fixed_iters_per_sample() > 256) {
+      return Error(get("timing", &f), f + ".iters",
+                   "GPU node benchmarks queue at most 256 operations per sample");
+    }
+    for (auto m : spec->methods()) {
+      if (m == v1::CPU && spec->backend() == v1::BACKEND_CUDA) {
+        return Error(get("method", &f), f, "method cpu runs on the host backend, not cuda");
+      }
+      if ((m == v1::COPY_ENGINE || m == v1::SM) && spec->backend() == v1::BACKEND_HOST) {
+        return Error(get("method", &f), f, "methods ce and sm need GPUs (backend: cuda)");
+      }
+    }
+    return absl::OkStatus();
+  }
+
   static bool NoInPlace(v1::Collective c) {
     return c == v1::ALL_TO_ALL || c == v1::SEND_RECV;
   }
@@ -643,6 +892,20 @@ v1::Timing DefaultTiming() {
   t.set_max_iters_per_sample(1000);
   t.set_mode(v1::PIPELINED);
   t.set_warmup_max_time_s(0.02);
+  return t;
+}
+
+v1::Timing DefaultBenchTiming() {
+  v1::Timing t;
+  t.set_warmup_iters(2);
+  t.set_min_samples(5);
+  t.set_max_samples(20);
+  t.set_target_ci(0.01);
+  t.set_max_time_s(2.0);
+  t.set_sample_target_s(0.01);
+  t.set_max_iters_per_sample(64);
+  t.set_mode(v1::PIPELINED);
+  t.set_ci_on_median(true);
   return t;
 }
 

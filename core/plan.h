@@ -28,6 +28,8 @@ struct PlanLimits {
 
 // Timing used where a plan says nothing (also documented in docs/plans.md).
 v1::Timing DefaultTiming();
+// Timing of node benchmarks (bench: p2p, ...) where a plan says nothing.
+v1::Timing DefaultBenchTiming();
 
 // Parses and validates YAML text. `source_name` is used in error messages
 // and recorded in the plan. Sets source_sha256 to the SHA-256 of `yaml`.

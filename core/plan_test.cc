@@ -158,8 +158,93 @@ INSTANTIATE_TEST_SUITE_P(
         BadPlan{"huge_size",
                 "name: x\ncases:\n  - name: a\n    collective: all_reduce\n"
                 "    sizes: 2TiB\n",
-                "bad.yaml:5: cases[0].sizes:", "at most"}),
+                "bad.yaml:5: cases[0].sizes:", "at most"},
+        BadPlan{"unknown_bench", "name: x\ncases:\n  - {name: a, bench: p3p, sizes: 8B}\n",
+                "bad.yaml:3: cases[0].bench:", "p2p, latency"},
+        BadPlan{"bench_with_collective_key",
+                "name: x\ncases:\n  - name: a\n    bench: p2p\n    sizes: 8B\n    root: 0\n",
+                "bad.yaml:6: cases[0].root:", "collective's key"},
+        BadPlan{"bench_key_on_collective",
+                "name: x\ncases:\n  - {name: a, collective: all_reduce, sizes: 8B, method: ce}\n",
+                "bad.yaml:3: cases[0].method:", "node benchmarks"},
+        BadPlan{"bad_method",
+                "name: x\ncases:\n  - name: a\n    bench: p2p\n    sizes: 8B\n"
+                "    method: [ce, dma]\n",
+                "bad.yaml:6: cases[0].method:", "ce, sm, cpu"},
+        BadPlan{"host_direction_on_p2p",
+                "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 8B, direction: to_host}\n",
+                "bad.yaml:3: cases[0].direction:", "write, read"},
+        BadPlan{"p2p_without_sizes", "name: x\ncases:\n  - {name: a, bench: p2p}\n",
+                "bad.yaml:3: cases[0].sizes:", "missing"},
+        BadPlan{"gemm_bad_shape",
+                "name: x\ncases:\n  - name: a\n    bench: gemm\n    shapes: [12x3]\n",
+                "bad.yaml:5: cases[0].shapes:", "MxNxK"},
+        BadPlan{"gemm_with_sizes",
+                "name: x\ncases:\n  - {name: a, bench: gemm, shapes: [64], sizes: 8B}\n",
+                "bad.yaml:3: cases[0].sizes:", "shapes"},
+        BadPlan{"gemm_bad_dtype",
+                "name: x\ncases:\n  - {name: a, bench: gemm, shapes: [64], dtypes: [int8]}\n",
+                "bad.yaml:3: cases[0].dtypes:", "fp8_e4m3"},
+        BadPlan{"gemm_type_on_collective",
+                "name: x\ncases:\n  - {name: a, collective: all_reduce, sizes: 8B, dtypes: [tf32]}\n",
+                "bad.yaml:3: cases[0].dtypes:", "GEMM type"},
+        BadPlan{"cpu_method_on_cuda",
+                "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 8B, backend: cuda, method: cpu}\n",
+                "bad.yaml:3: cases[0].method:", "host backend"},
+        BadPlan{"too_many_gpu_iters",
+                "name: x\ncases:\n  - name: a\n    bench: p2p\n    sizes: 8B\n"
+                "    timing: {iters: 1000}\n",
+                "bad.yaml:6: cases[0].timing.iters:", "at most 256"},
+        BadPlan{"bad_traffic",
+                "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 8B, traffic: both}\n",
+                "bad.yaml:3: cases[0].traffic:", "uni or bidir"}),
     [](const ::testing::TestParamInfo<BadPlan>& info) { return info.param.name; });
+
+TEST(ParsePlanYaml, NodeBenchmarkDefaults) {
+  auto plan = ParsePlanYaml(R"(name: x
+cases:
+  - {name: p, bench: p2p, sizes: [1MiB]}
+  - {name: h, bench: host_device, sizes: [1MiB], memory: [pinned, pageable]}
+  - {name: l, bench: latency}
+  - {name: g, bench: gemm, shapes: [8192, 4096x4096x16384], dtypes: [bf16, fp8_e4m3, tf32]}
+)",
+                            "x.yaml");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const v1::CaseSpec& p = plan->cases(0);
+  EXPECT_EQ(p.bench(), v1::BENCH_P2P);
+  ASSERT_EQ(p.methods_size(), 1);
+  EXPECT_EQ(p.methods(0), v1::COPY_METHOD_UNSPECIFIED);  // the backend's own
+  ASSERT_EQ(p.directions_size(), 1);
+  EXPECT_EQ(p.directions(0), v1::WRITE);
+  ASSERT_EQ(p.patterns_size(), 1);
+  EXPECT_EQ(p.patterns(0), v1::PAIR);
+  EXPECT_TRUE(p.verify());
+  EXPECT_EQ(p.timing().fixed_iters_per_sample(), 0);
+  EXPECT_TRUE(p.timing().ci_on_median());
+  const v1::CaseSpec& h = plan->cases(1);
+  EXPECT_EQ(h.directions_size(), 2);  // to_device and to_host
+  EXPECT_EQ(h.host_memory_size(), 2);
+  EXPECT_EQ(h.patterns(0), v1::ONE_RANK);
+  const v1::CaseSpec& l = plan->cases(2);
+  ASSERT_EQ(l.sizes().list_bytes_size(), 1);
+  EXPECT_EQ(l.sizes().list_bytes(0), 8);
+  EXPECT_EQ(l.latency_paths(0), v1::PEER);
+  const v1::CaseSpec& g = plan->cases(3);
+  ASSERT_EQ(g.gemm_shapes_size(), 2);
+  EXPECT_EQ(g.gemm_shapes(0).m(), 8192);
+  EXPECT_EQ(g.gemm_shapes(0).k(), 8192);
+  EXPECT_EQ(g.gemm_shapes(1).n(), 4096);
+  EXPECT_EQ(g.gemm_shapes(1).k(), 16384);
+  EXPECT_EQ(g.dtypes(0), v1::BFLOAT16);
+  EXPECT_EQ(g.dtypes(1), v1::FLOAT8_E4M3);
+  EXPECT_EQ(g.dtypes(2), v1::TFLOAT32);
+}
+
+TEST(ParsePlanYaml, ShippedP2pPlanIsValid) {
+  auto plan = LoadPlanFile(std::string(RINGMASTER_SOURCE_DIR) + "/plans/p2p.yaml");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_GT(plan->cases_size(), 10);
+}
 
 TEST(LoadPlanFile, MissingFileIsNotFound) {
   auto plan = LoadPlanFile("/nonexistent/dir/plan.yaml");

@@ -29,6 +29,11 @@ std::string OpText(const v1::Case& c) {
 // variant: the line that introduces it.
 std::string Group(const v1::Result& r) {
   const v1::Case& c = r.case_();
+  if (c.bench() != v1::BENCH_COLLECTIVE) {
+    std::string g = absl::StrFormat("%s: %s | %d ranks", c.spec_name(), BenchLabel(c), r.nranks());
+    if (!c.variant().empty()) g += " | variant " + c.variant();
+    return g;
+  }
   std::string g = absl::StrFormat("%s: %s %s %s | %s timing | %d ranks", c.spec_name(),
                                   CollectiveName(c.collective()), DataTypeName(c.dtype()),
                                   OpText(c), ModeName(r.timing_mode()), r.nranks());
@@ -91,10 +96,32 @@ void ConsoleReporter::Header() {
 
 void ConsoleReporter::Report(const v1::Result& r) {
   std::string group = Group(r);
-  if (group != last_group_) {
+  const bool bench = r.case_().bench() != v1::BENCH_COLLECTIVE;
+  // A group whose cases are all skipped for one reason takes one line.
+  if (bench && r.status() == v1::SKIPPED) {
+    if (group == last_group_ && (skipped_group_ || r.failure().detail() == last_skip_)) return;
+    if (group != last_group_) {
+      out_ << "# " << group << ": skipped: " << r.failure().detail() << "\n";
+      last_group_ = group;
+      skipped_group_ = true;
+      last_skip_ = r.failure().detail();
+      out_.flush();
+      return;
+    }
+  }
+  if (group != last_group_ || skipped_group_) {
     out_ << "#\n# " << group << "\n";
-    Header();
+    if (bench) {
+      BenchHeader();
+    } else {
+      Header();
+    }
     last_group_ = group;
+    skipped_group_ = false;
+  }
+  if (bench) {
+    BenchRow(r);
+    return;
   }
   const v1::Case& c = r.case_();
   std::string prefix = absl::StrFormat(
@@ -128,11 +155,58 @@ void ConsoleReporter::Report(const v1::Result& r) {
   out_.flush();
 }
 
+void ConsoleReporter::BenchHeader() {
+  out_ << absl::StrFormat("#%-9s %11s %10s %10s %9s %7s %9s %8s %7s %4s %6s  %s\n", "ranks",
+                          "size/shape", "time", "p99", "GB/s", "%ceil", "latency", "TFLOP/s",
+                          "#wrong", "n", "ci95", "path");
+  out_ << absl::StrFormat("#%-9s %11s %10s %10s %9s %7s %9s %8s %7s %4s %6s\n", "(src->dst)",
+                          "", "(us)", "(us)", "", "", "(ns)", "", "", "", "(%)");
+}
+
+void ConsoleReporter::BenchRow(const v1::Result& r) {
+  const v1::Case& c = r.case_();
+  auto rank_text = [](int r) { return r < 0 ? std::string("*") : absl::StrFormat("%d", r); };
+  std::string ranks = c.pattern() == v1::ONE_RANK || c.pattern() == v1::ALL_RANKS
+                          ? rank_text(c.src_rank())
+                          : rank_text(c.src_rank()) + "->" + rank_text(c.dst_rank());
+  std::string what = c.bench() == v1::BENCH_GEMM
+                         ? absl::StrFormat("%dx%dx%d", c.gemm().m(), c.gemm().n(), c.gemm().k())
+                         : FormatBytes(c.size_bytes());
+  std::string prefix = absl::StrFormat(" %-9s %11s", ranks, what);
+  if (r.status() != v1::OK) {
+    out_ << prefix
+         << absl::StrFormat("  %s%s%s%s\n", r.status() == v1::SKIPPED ? "SKIPPED" : "FAILED ",
+                            r.status() == v1::SKIPPED ? "" : FailureReasonName(r.failure().reason()),
+                            r.failure().rank() >= 0 && r.status() != v1::SKIPPED
+                                ? absl::StrFormat(" rank %d", r.failure().rank())
+                                : "",
+                            r.failure().detail().empty() ? "" : ": " + r.failure().detail());
+    out_.flush();
+    return;
+  }
+  const v1::Stats& s = r.stats();
+  double ci = RelativeCi(s);
+  auto num = [](double v, int decimals) {
+    return v > 0 ? absl::StrFormat("%.*f", decimals, v) : std::string("-");
+  };
+  out_ << prefix
+       << absl::StrFormat(" %10.2f %10.2f %9s %7s %9s %8s %7s %4d %6s  %s\n", s.median_s() * 1e6,
+                          s.p99_s() * 1e6, num(r.bandwidth_gbps(), 1),
+                          num(r.pct_of_ceiling(), 1), num(r.latency_ns(), 0),
+                          num(r.tflops(), 1),
+                          r.wrong_elements() < 0 ? std::string("N/A")
+                                                 : absl::StrFormat("%d", r.wrong_elements()),
+                          s.samples(), ci < 0 ? std::string("n/a") : absl::StrFormat("%.2f", 100 * ci),
+                          r.path());
+  out_.flush();
+}
+
 void ConsoleReporter::End(const RunSummary& summary) {
-  out_ << absl::StrFormat("# results: %d (%d failed)\n", summary.results,
-                          summary.failed_results);
-  out_ << absl::StrFormat("# Avg bus bandwidth    : %g GB/s\n",
-                          summary.avg_busbw_gbps);
+  out_ << absl::StrFormat("# results: %d (%d failed, %d skipped)\n", summary.results,
+                          summary.failed_results, summary.skipped_results);
+  if (summary.ok_collectives > 0 || summary.results == summary.failed_results) {
+    out_ << absl::StrFormat("# Avg bus bandwidth    : %g GB/s\n", summary.avg_busbw_gbps);
+  }
   if (summary.succeeded) {
     out_ << "# status: SUCCEEDED\n";
   } else {
@@ -160,7 +234,9 @@ void CsvReporter::Begin(const RunContext& context) {
           "nranks,timing_mode,variant,status,failure,time_us,min_us,p95_us,p99_us,"
           "stddev_us,ci95_us,median_ci95_low_us,median_ci95_high_us,samples,"
           "iters_per_sample,algbw_gbps,busbw_gbps,pct_of_ceiling,wrong_elements,"
-          "straggler_ratio,straggler_rank,nccl_algorithm,nccl_protocol,nccl_channels\n";
+          "straggler_ratio,straggler_rank,nccl_algorithm,nccl_protocol,nccl_channels,"
+          "bench,method,direction,traffic,pattern,src_rank,dst_rank,host_memory,gemm_mnk,"
+          "bandwidth_gbps,latency_ns,tflops,rel_error,path,ceiling_gbps\n";
 }
 
 void CsvReporter::Report(const v1::Result& r) {
@@ -170,18 +246,142 @@ void CsvReporter::Report(const v1::Result& r) {
       r.status() == v1::OK ? "" : std::string(FailureReasonName(r.failure().reason()));
   out_ << absl::StrFormat(
       "%s,%d,%s,%s,%s,%s,%d,%d,%s,%d,%s,%s,%s,%s,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,"
-      "%d,%.6f,%.6f,%.3f,%d,%.4f,%d,%s,%s,%d\n",
+      "%d,%.6f,%.6f,%.3f,%d,%.4f,%d,%s,%s,%d,",
       CsvField(r.job_id()), c.seq(), CsvField(c.spec_name()),
       CollectiveName(c.collective()), DataTypeName(c.dtype()), OpText(c),
       c.size_bytes(), c.count(), c.in_place() ? "in_place" : "out_of_place",
       r.nranks(), ModeName(r.timing_mode()), CsvField(c.variant()),
-      r.status() == v1::OK ? "ok" : "failed", failure,
+      r.status() == v1::OK ? "ok" : (r.status() == v1::SKIPPED ? "skipped" : "failed"), failure,
       s.median_s() * 1e6, s.min_s() * 1e6, s.p95_s() * 1e6, s.p99_s() * 1e6,
       s.stddev_s() * 1e6, s.ci95_half_width_s() * 1e6, s.median_ci95_low_s() * 1e6,
       s.median_ci95_high_s() * 1e6, s.samples(), s.iters_per_sample(),
       r.algbw_gbps(), r.busbw_gbps(), r.pct_of_ceiling(), r.wrong_elements(),
       r.straggler_ratio(), r.straggler_rank(), r.nccl_algorithm(), r.nccl_protocol(),
       r.nccl_channels());
+  const bool bench = c.bench() != v1::BENCH_COLLECTIVE;
+  out_ << absl::StrFormat(
+      "%s,%s,%s,%s,%s,%s,%s,%s,%s,%.6f,%.3f,%.4f,%.3g,%s,%.3f\n", BenchName(c.bench()),
+      bench ? CopyMethodName(c.method()) : "", bench ? CopyDirectionName(c.direction()) : "",
+      bench ? (c.bidirectional() ? "bidir" : "uni") : "",
+      bench ? TransferPatternName(c.pattern()) : "",
+      bench ? absl::StrFormat("%d", c.src_rank()) : "",
+      bench ? absl::StrFormat("%d", c.dst_rank()) : "",
+      bench ? HostMemoryName(c.host_memory()) : "",
+      c.bench() == v1::BENCH_GEMM
+          ? absl::StrFormat("%dx%dx%d", c.gemm().m(), c.gemm().n(), c.gemm().k())
+          : "",
+      r.bandwidth_gbps(), r.latency_ns(), r.tflops(), r.rel_error(), CsvField(r.path()),
+      r.ceiling_gbps());
+}
+
+std::string BenchLabel(const v1::Case& c) {
+  std::vector<std::string> parts = {std::string(BenchName(c.bench()))};
+  if (c.method() != v1::COPY_METHOD_UNSPECIFIED) parts.emplace_back(CopyMethodName(c.method()));
+  switch (c.bench()) {
+    case v1::BENCH_P2P:
+    case v1::BENCH_HOST_DEVICE:
+      parts.emplace_back(CopyDirectionName(c.direction()));
+      parts.emplace_back(c.bidirectional() ? "bidir" : "uni");
+      if (c.bench() == v1::BENCH_HOST_DEVICE) parts.emplace_back(HostMemoryName(c.host_memory()));
+      parts.emplace_back(TransferPatternName(c.pattern()));
+      break;
+    case v1::BENCH_LATENCY:
+      parts.emplace_back(LatencyPathName(c.latency_path()));
+      break;
+    case v1::BENCH_GEMM:
+      parts.emplace_back(DataTypeName(c.dtype()));
+      break;
+    default:
+      parts.emplace_back(TransferPatternName(c.pattern()));
+      break;
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
+  struct Matrix {
+    std::string title;
+    bool pairs = false;
+    bool latency = false;
+    int n = 0;
+    std::map<std::pair<int, int>, const v1::Result*> cells;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, Matrix> matrices;
+  for (const auto& r : results) {
+    const v1::Case& c = r.case_();
+    if (c.bench() == v1::BENCH_COLLECTIVE || c.pattern() == v1::ALL_RANKS) continue;
+    std::string point = c.bench() == v1::BENCH_GEMM
+                            ? absl::StrFormat("%dx%dx%d", c.gemm().m(), c.gemm().n(), c.gemm().k())
+                            : FormatBytes(c.size_bytes());
+    std::string title = absl::StrFormat("%s: %s, %s", c.spec_name(), BenchLabel(c), point);
+    if (!c.variant().empty()) title += ", variant " + c.variant();
+    auto [it, fresh] = matrices.try_emplace(title);
+    if (fresh) order.push_back(title);
+    Matrix& m = it->second;
+    m.title = title;
+    m.pairs = c.pattern() == v1::PAIR;
+    m.latency = c.bench() == v1::BENCH_LATENCY;
+    m.n = std::max(m.n, r.nranks());
+    // Pairs: (source, destination). Otherwise one row, the column being
+    // the rank the pattern is about (the "one" of all_to_one/one_to_all).
+    int row = m.pairs ? c.src_rank() : -1;
+    int col = m.pairs || c.pattern() == v1::ALL_TO_ONE ? c.dst_rank() : c.src_rank();
+    m.cells[{row, col}] = &r;
+  }
+  if (order.empty()) return "";
+  std::string out;
+  std::vector<std::string> notes;
+  std::map<std::string, int> skipped;  // reason -> cases, for groups never run
+  for (const auto& title : order) {
+    const Matrix& m = matrices[title];
+    bool any_run = false;
+    for (const auto& [pos, r] : m.cells) any_run = any_run || r->status() != v1::SKIPPED;
+    if (!any_run) {
+      for (const auto& [pos, r] : m.cells) ++skipped[r->failure().detail()];
+      continue;
+    }
+    const bool gemm = title.find(": gemm") != std::string::npos;
+    std::string unit = m.latency ? "ns" : (gemm ? "TFLOP/s" : "GB/s");
+    out += absl::StrFormat("# %s (%s%s)\n", title, unit,
+                           m.pairs ? "; rows: source rank, columns: destination rank"
+                                   : "; one column per rank");
+    out += absl::StrFormat("%8s", m.pairs ? "src\\dst" : "");
+    for (int col = 0; col < m.n; ++col) out += absl::StrFormat(" %10d", col);
+    out += "\n";
+    std::vector<int> rows;
+    if (m.pairs) {
+      for (int r = 0; r < m.n; ++r) rows.push_back(r);
+    } else {
+      rows.push_back(-1);
+    }
+    for (int row : rows) {
+      out += row >= 0 ? absl::StrFormat("%8d", row) : absl::StrFormat("%8s", "");
+      for (int col = 0; col < m.n; ++col) {
+        auto it = m.cells.find({row, col});
+        std::string text = m.pairs && row == col ? "-" : "";
+        if (it != m.cells.end()) {
+          const v1::Result& r = *it->second;
+          if (r.status() == v1::OK) {
+            double v = m.latency ? r.latency_ns() : (gemm ? r.tflops() : r.bandwidth_gbps());
+            text = m.latency || v >= 100 ? absl::StrFormat("%.*f", m.latency ? 0 : 1, v)
+                                         : absl::StrFormat("%.3g", v);
+          } else {
+            text = r.status() == v1::SKIPPED ? "n/a" : "FAIL";
+            std::string note = absl::StrFormat("%s %s: %s", text, title, r.failure().detail());
+            if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+          }
+        }
+        out += absl::StrFormat(" %10s", text.empty() ? "-" : text);
+      }
+      out += "\n";
+    }
+  }
+  for (const auto& n : notes) out += "# " + n + "\n";
+  for (const auto& [why, count] : skipped) {
+    out += absl::StrFormat("# skipped %d case%s: %s\n", count, count == 1 ? "" : "s", why);
+  }
+  return out;
 }
 
 std::string RenderVariantComparison(const std::vector<v1::Result>& results) {
@@ -194,6 +394,7 @@ std::string RenderVariantComparison(const std::vector<v1::Result>& results) {
   std::map<std::string, double> ceilings;
   for (const auto& r : results) {
     const v1::Case& c = r.case_();
+    if (c.bench() != v1::BENCH_COLLECTIVE) continue;  // RenderBenchMatrices shows those
     if (std::find(variants.begin(), variants.end(), c.variant()) == variants.end()) {
       variants.push_back(c.variant());
       ceilings[c.variant()] = c.ceiling_gbps();
@@ -252,13 +453,18 @@ RunSummary Summarize(const std::vector<v1::Result>& results) {
   for (const auto& r : results) {
     ++s.results;
     if (r.status() == v1::OK) {
-      sum += r.busbw_gbps();
-      ++ok;
+      if (r.case_().bench() == v1::BENCH_COLLECTIVE) {
+        sum += r.busbw_gbps();
+        ++ok;
+      }
+    } else if (r.status() == v1::SKIPPED) {
+      ++s.skipped_results;
     } else {
       ++s.failed_results;
     }
   }
   s.avg_busbw_gbps = ok > 0 ? sum / ok : 0;
+  s.ok_collectives = ok;
   return s;
 }
 

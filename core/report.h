@@ -27,6 +27,8 @@ struct RunSummary {
   std::string failure;  // one line; empty on success
   int results = 0;
   int failed_results = 0;
+  int skipped_results = 0;  // SKIPPED: not run here, not failures
+  int ok_collectives = 0;   // OK collective results (the busbw average's)
   double avg_busbw_gbps = 0;  // mean busbw of OK results, as nccl-tests
 };
 
@@ -48,8 +50,12 @@ class ConsoleReporter : public Reporter {
 
  private:
   void Header();
+  void BenchHeader();
+  void BenchRow(const v1::Result& r);
   std::ostream& out_;
   std::string last_group_;
+  bool skipped_group_ = false;  // last_group_ was announced as skipped
+  std::string last_skip_;
 };
 
 // One JSON object per line: MessageToJsonString of v1::Result.
@@ -87,7 +93,19 @@ std::string ResultToJson(const v1::Result& result);
 // column per variant with its percentage of the variant's ceiling.
 std::string RenderVariantComparison(const std::vector<v1::Result>& results);
 
-// Mean busbw of OK results and counts, for RunSummary.
+// Node benchmarks as matrices, the way nvbandwidth prints them: for each
+// group of pair results (case, bench, method, direction, traffic, size or
+// shape, variant) a source-rows x destination-columns matrix of GB/s (ns
+// for latency); for per-rank patterns one row with a column per rank.
+// Cells that were skipped show "n/a", failed ones "FAIL"; a legend line
+// gives their reasons. Empty when there are no node benchmark results.
+std::string RenderBenchMatrices(const std::vector<v1::Result>& results);
+
+// One-line description of a node benchmark case's configuration, e.g.
+// "p2p ce write uni pairs" or "gemm bfloat16 8192x8192x8192".
+std::string BenchLabel(const v1::Case& c);
+
+// Mean busbw of OK collective results and counts, for RunSummary.
 RunSummary Summarize(const std::vector<v1::Result>& results);
 
 }  // namespace ringmaster

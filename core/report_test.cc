@@ -128,5 +128,80 @@ TEST(Summarize, AveragesOkResultsOnly) {
   EXPECT_DOUBLE_EQ(s.avg_busbw_gbps, 20);
 }
 
+v1::Result BenchResult(v1::TransferPattern pattern, int src, int dst, double gbps) {
+  v1::Result r;
+  r.set_job_id("job-2");
+  auto* c = r.mutable_case_();
+  c->set_spec_name("p2p_ce");
+  c->set_bench(v1::BENCH_P2P);
+  c->set_method(v1::COPY_ENGINE);
+  c->set_direction(v1::WRITE);
+  c->set_pattern(pattern);
+  c->set_src_rank(src);
+  c->set_dst_rank(dst);
+  c->set_size_bytes(512 << 20);
+  c->set_dtype(v1::UINT8);
+  r.set_nranks(3);
+  r.set_status(v1::OK);
+  r.set_bandwidth_gbps(gbps);
+  r.set_pct_of_ceiling(gbps / 4.5);
+  r.set_path("nvlink");
+  r.set_wrong_elements(0);
+  r.mutable_stats()->set_samples(6);
+  r.mutable_stats()->set_median_s((512 << 20) / gbps / 1e9);
+  r.mutable_stats()->set_p99_s((512 << 20) / gbps / 1e9);
+  return r;
+}
+
+TEST(RenderBenchMatrices, PairsAsSourceByDestinationWithSkipsExplained) {
+  std::vector<v1::Result> results = {
+      BenchResult(v1::PAIR, 0, 1, 396.1), BenchResult(v1::PAIR, 0, 2, 395.5),
+      BenchResult(v1::PAIR, 1, 0, 396.0), BenchResult(v1::PAIR, 1, 2, 27.25),
+      BenchResult(v1::PAIR, 2, 0, 0),     BenchResult(v1::PAIR, 2, 1, 395.9)};
+  results[4].set_status(v1::SKIPPED);
+  results[4].mutable_failure()->set_detail("no peer access from GPU 2 to GPU 0");
+  v1::Result h2d = BenchResult(v1::ONE_RANK, 1, -1, 55.5);
+  h2d.mutable_case_()->set_spec_name("h2d");
+  h2d.mutable_case_()->set_bench(v1::BENCH_HOST_DEVICE);
+  h2d.mutable_case_()->set_direction(v1::TO_DEVICE);
+  h2d.mutable_case_()->set_host_memory(v1::PINNED);
+  results.push_back(h2d);
+  v1::Result collective = MakeResult(1024, false, 1e-5);  // not a node benchmark
+  results.push_back(collective);
+  EXPECT_EQ(RenderBenchMatrices(results),
+            "# p2p_ce: p2p ce write uni pairs, 512 MiB (GB/s; rows: source rank, columns: "
+            "destination rank)\n"
+            " src\\dst          0          1          2\n"
+            "       0          -      396.1      395.5\n"
+            "       1      396.0          -       27.2\n"
+            "       2        n/a      395.9          -\n"
+            "# h2d: host_device ce to_device uni pinned one, 512 MiB (GB/s; one column per rank)\n"
+            "                  0          1          2\n"
+            "                  -       55.5          -\n"
+            "# n/a p2p_ce: p2p ce write uni pairs, 512 MiB: no peer access from GPU 2 to GPU 0\n");
+  EXPECT_EQ(RenderBenchMatrices({collective}), "");
+}
+
+TEST(ConsoleReporter, BenchRowsAndSkippedGroups) {
+  std::ostringstream out;
+  ConsoleReporter console(out);
+  v1::Result skipped = BenchResult(v1::PAIR, 0, 1, 0);
+  skipped.mutable_case_()->set_spec_name("gpu_only");
+  skipped.set_status(v1::SKIPPED);
+  skipped.mutable_failure()->set_detail("a GPU case (backend: cuda) in a launch on host ranks");
+  console.Report(skipped);
+  skipped.mutable_case_()->set_src_rank(1);
+  console.Report(skipped);  // same group, same reason: no second line
+  console.Report(BenchResult(v1::PAIR, 0, 1, 396.1));
+  std::string text = out.str();
+  EXPECT_EQ(text.find("# gpu_only: p2p ce write uni pairs | 3 ranks: skipped: a GPU case"), 0u)
+      << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 6) << text;
+  EXPECT_NE(text.find(" 0->1          512 MiB    1355.39    1355.39     396.1    88.0         -"
+                      "        -       0    6    n/a  nvlink\n"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace ringmaster

@@ -23,10 +23,116 @@ std::vector<int64_t> SweepSizes(const v1::SizeSweep& sweep) {
   return sizes;
 }
 
-absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan,
-                                                 int64_t max_cases) {
+namespace {
+
+// (src, dst) rank pairs of one pattern; -1 = every rank / not applicable.
+// With nranks unknown (0), one placeholder stands for all of them.
+std::vector<std::pair<int, int>> PatternRanks(v1::TransferPattern pattern, int nranks) {
+  std::vector<std::pair<int, int>> out;
+  if (nranks <= 0) {
+    out.emplace_back(-1, -1);
+    return out;
+  }
+  switch (pattern) {
+    case v1::PAIR:
+      for (int s = 0; s < nranks; ++s) {
+        for (int d = 0; d < nranks; ++d) {
+          if (s != d) out.emplace_back(s, d);
+        }
+      }
+      break;
+    case v1::ALL_TO_ONE:
+      if (nranks > 1) for (int d = 0; d < nranks; ++d) out.emplace_back(-1, d);
+      break;
+    case v1::ONE_TO_ALL:
+      if (nranks > 1) for (int s = 0; s < nranks; ++s) out.emplace_back(s, -1);
+      break;
+    case v1::ALL_RANKS:
+      out.emplace_back(-1, -1);
+      break;
+    default:  // ONE_RANK
+      for (int r = 0; r < nranks; ++r) out.emplace_back(r, -1);
+      break;
+  }
+  return out;
+}
+
+// Expands a node benchmark: method, direction, traffic, pattern, memory,
+// latency path, dtype and shape or size, then the ranks of the pattern.
+absl::Status ExpandBench(const v1::Plan& plan, const v1::CaseSpec& spec, int nranks,
+                         int64_t max_cases, std::vector<v1::Case>* cases) {
+  auto list = [](const auto& repeated, auto fallback) {
+    std::vector<decltype(fallback)> v;
+    for (auto x : repeated) v.push_back(static_cast<decltype(fallback)>(x));
+    if (v.empty()) v.push_back(fallback);
+    return v;
+  };
+  auto methods = list(spec.methods(), v1::COPY_METHOD_UNSPECIFIED);
+  auto dirs = list(spec.directions(), v1::COPY_DIRECTION_UNSPECIFIED);
+  auto bidir = list(spec.bidirectional(), false);
+  auto patterns = list(spec.patterns(), v1::ONE_RANK);
+  auto memories = list(spec.host_memory(), v1::HOST_MEMORY_UNSPECIFIED);
+  auto paths = list(spec.latency_paths(), v1::LATENCY_PATH_UNSPECIFIED);
+  if (spec.bench() == v1::BENCH_LATENCY) patterns = {v1::PAIR};
+  std::vector<v1::GemmShape> shapes(spec.gemm_shapes().begin(), spec.gemm_shapes().end());
+  std::vector<int64_t> sizes = SweepSizes(spec.sizes());
+  for (auto method : methods)
+  for (auto dir : dirs)
+  for (bool bd : bidir)
+  for (auto pattern : patterns)
+  for (auto memory : memories)
+  for (auto path : paths)
+  for (int dt : spec.dtypes()) {
+    const int n_points = spec.bench() == v1::BENCH_GEMM ? static_cast<int>(shapes.size())
+                                                         : static_cast<int>(sizes.size());
+    for (int point = 0; point < n_points; ++point) {
+      v1::TransferPattern p = pattern;
+      if (spec.bench() == v1::BENCH_LATENCY && path == v1::HOST) p = v1::ONE_RANK;
+      for (auto [src, dst] : PatternRanks(p, nranks)) {
+        if (static_cast<int64_t>(cases->size()) >= max_cases) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s: the plan expands to more than %d cases", plan.source_path(), max_cases));
+        }
+        v1::Case c;
+        c.set_seq(static_cast<int64_t>(cases->size()));
+        c.set_spec_name(spec.name());
+        c.set_bench(spec.bench());
+        c.set_method(method);
+        c.set_direction(dir);
+        c.set_bidirectional(bd);
+        c.set_pattern(p);
+        c.set_host_memory(memory);
+        c.set_latency_path(path);
+        c.set_src_rank(src);
+        c.set_dst_rank(dst);
+        c.set_dtype(static_cast<v1::DataType>(dt));
+        if (spec.bench() == v1::BENCH_GEMM) {
+          *c.mutable_gemm() = shapes[point];
+        } else {
+          c.set_size_bytes(sizes[point]);
+          c.set_count(sizes[point]);
+        }
+        *c.mutable_timing() = spec.timing();
+        c.set_verify(spec.verify());
+        c.set_backend(spec.backend());
+        cases->push_back(std::move(c));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan, int64_t max_cases,
+                                                 int nranks) {
   std::vector<v1::Case> cases;
   for (const v1::CaseSpec& spec : plan.cases()) {
+    if (spec.bench() != v1::BENCH_COLLECTIVE) {
+      auto s = ExpandBench(plan, spec, nranks, max_cases, &cases);
+      if (!s.ok()) return s;
+      continue;
+    }
     std::vector<int64_t> sizes = SweepSizes(spec.sizes());
     std::vector<v1::ReduceOp> ops;
     for (int op : spec.ops()) ops.push_back(static_cast<v1::ReduceOp>(op));

@@ -19,8 +19,16 @@ std::vector<int64_t> SweepSizes(const v1::SizeSweep& sweep);
 // size sit together as in nccl-tests). Sizes are rounded down to a whole
 // number of elements. Cases are numbered by `seq` from 0.
 // InvalidArgument when the expansion exceeds `max_cases`.
+//
+// Node benchmarks (bench != collective) expand per method, direction,
+// traffic, pattern, memory, latency path, dtype and size or shape, then per
+// rank of the pattern for a launch of `nranks` ranks: every ordered pair
+// (src != dst) for pairs and latency, every destination for all_to_one,
+// every source for one_to_all, every rank for one. With nranks = 0 (not yet
+// known) one placeholder case with src_rank = dst_rank = -1 stands for them.
 absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan,
-                                                 int64_t max_cases = 100000);
+                                                 int64_t max_cases = 100000,
+                                                 int nranks = 0);
 
 }  // namespace ringmaster
 

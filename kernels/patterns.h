@@ -6,6 +6,7 @@
 #ifndef RINGMASTER_KERNELS_PATTERNS_H_
 #define RINGMASTER_KERNELS_PATTERNS_H_
 
+#include <cmath>
 #include <cstdint>
 
 #ifdef __CUDACC__
@@ -122,6 +123,38 @@ RM_HD inline bool PatternMatches(double got, double expected, const PatternCheck
   double err = got - expected;
   if (err < 0) err = -err;
   return err <= tol * (expected < 0 ? -expected : expected);
+}
+
+// Byte i of a copy benchmark's source buffer for `seed`: a hash of the
+// offset, so a copy to the wrong place or of stale data shows as mismatches.
+RM_HD inline uint8_t CopyPatternByte(uint32_t seed, int64_t i) {
+  uint32_t x = static_cast<uint32_t>(i) * 0x9E3779B1u ^ static_cast<uint32_t>(i >> 32) ^ seed;
+  x ^= x >> 15;
+  x *= 0x85EBCA6Bu;
+  x ^= x >> 13;
+  return static_cast<uint8_t>(x);
+}
+
+// Element i of a GEMM operand: standard normal (Box-Muller over two hashes
+// of i), like torch.randn, never all zeros (zeros hide unwritten outputs
+// and run faster than real data). The distribution matters on a
+// power-capped GPU: uniform [-1, 1) bf16 inputs ran ~11% slower than
+// normal ones on an H200 (bench/results/h200x2/p2p.md).
+RM_HD inline float GemmInputValue(uint32_t seed, int64_t i) {
+  uint32_t x = static_cast<uint32_t>(i) * 0x9E3779B1u ^ static_cast<uint32_t>(i >> 32) ^
+               (seed * 0x27D4EB2Fu);
+  x ^= x >> 16;
+  x *= 0x7FEB352Du;
+  x ^= x >> 15;
+  x *= 0x846CA68Bu;
+  x ^= x >> 16;
+  uint32_t y = x * 0x9E3779B1u + 0x632BE5ABu;
+  y ^= y >> 15;
+  y *= 0x2C1B3C6Du;
+  y ^= y >> 12;
+  float u1 = (static_cast<float>(x >> 8) + 1.0f) / 16777217.0f;  // (0, 1]
+  float u2 = static_cast<float>(y >> 8) / 16777216.0f;           // [0, 1)
+  return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
 }
 
 }  // namespace ringmaster

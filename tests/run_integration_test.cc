@@ -397,5 +397,130 @@ TEST_F(RunTest, CorruptedDataFailsTheResultNotJustTheNumber) {
   EXPECT_THAT(o.err, HasSubstr("data_mismatch"));
 }
 
+// Issue 4's CI check: the node plan on host ranks, every host case run and
+// verified, every GPU case skipped with its reason, every pair on record.
+TEST_F(RunTest, P2pPlanPassesOnTwoHostRanksWithEveryPairRecorded) {
+  std::string out = (dir_ / "r").string();
+  Outcome o = RunRingmaster({"run", std::string(RINGMASTER_SOURCE_DIR) + "/plans/p2p.yaml",
+                             "--np", "2", "--backend", "host", "--out", out});
+  ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+  EXPECT_THAT(o.out, HasSubstr("# status: SUCCEEDED"));
+  // The matrix, as a matrix.
+  EXPECT_THAT(o.out, HasSubstr("# mpi_p2p: p2p cpu write uni pairs, 16 MiB (GB/s; rows: source "
+                               "rank, columns: destination rank)\n src\\dst          0          1\n"));
+  std::string job = JobId(o);
+  auto store = Store::Open(out + "/ringmaster.db");
+  ASSERT_TRUE(store.ok());
+  auto results = (*store)->Results(job, -1, 0);
+  ASSERT_TRUE(results.ok());
+  int ok = 0, skipped = 0;
+  std::set<std::tuple<std::string, bool, int, int>> pairs;
+  for (const v1::Result& r : *results) {
+    const v1::Case& c = r.case_();
+    SCOPED_TRACE(c.spec_name() + " " + std::to_string(c.seq()));
+    ASSERT_NE(c.bench(), v1::BENCH_COLLECTIVE);
+    if (r.status() == v1::SKIPPED) {
+      ++skipped;
+      EXPECT_FALSE(r.failure().detail().empty());
+      // Only GPU cases and GEMM types OpenBLAS lacks are skipped here.
+      EXPECT_TRUE(c.backend() == v1::BACKEND_CUDA || c.dtype() != v1::FLOAT32)
+          << r.failure().detail();
+      continue;
+    }
+    ASSERT_EQ(r.status(), v1::OK) << r.failure().detail();
+    ++ok;
+    EXPECT_EQ(c.backend(), v1::BACKEND_HOST);
+    EXPECT_EQ(c.method(), v1::CPU);
+    EXPECT_EQ(r.wrong_elements(), 0);  // verified
+    EXPECT_GE(r.stats().samples(), 5);
+    EXPECT_FALSE(r.placement().empty());
+    switch (c.bench()) {
+      case v1::BENCH_P2P:
+        EXPECT_GT(r.bandwidth_gbps(), 0);
+        EXPECT_EQ(r.path(), "mpi");
+        pairs.insert({c.spec_name(), c.bidirectional(), c.src_rank(), c.dst_rank()});
+        if (c.bidirectional()) {
+          EXPECT_GT(r.rank_bandwidth_gbps(0), 0);
+          EXPECT_GT(r.rank_bandwidth_gbps(1), 0);
+          EXPECT_NEAR(r.bandwidth_gbps(), r.rank_bandwidth_gbps(0) + r.rank_bandwidth_gbps(1),
+                      0.3 * r.bandwidth_gbps());  // medians of sums vs sums of medians
+        }
+        break;
+      case v1::BENCH_LATENCY:
+        EXPECT_GT(r.latency_ns(), 0);
+        EXPECT_LT(r.latency_ns(), 1e7);
+        break;
+      case v1::BENCH_GEMM:
+        EXPECT_GT(r.tflops(), 0);
+        EXPECT_LT(r.rel_error(), 1e-5);
+        break;
+      default:
+        EXPECT_GT(r.bandwidth_gbps(), 0);
+    }
+  }
+  // memcpy + triad + gemm per rank, 2 pairs x (uni, bidir), 2 latency pairs.
+  EXPECT_EQ(ok, 2 + 2 + 2 + 4 + 2);
+  EXPECT_GT(skipped, 30);
+  EXPECT_EQ(pairs.size(), 4u);
+  // JSON Lines holds every result, every pair included.
+  std::ifstream jsonl(out + "/" + job + "/results.jsonl");
+  int lines = 0, pair_lines = 0;
+  for (std::string line; std::getline(jsonl, line);) {
+    ++lines;
+    if (line.find("\"spec_name\":\"mpi_p2p\"") != std::string::npos) ++pair_lines;
+  }
+  EXPECT_EQ(lines, static_cast<int>(results->size()));
+  EXPECT_EQ(pair_lines, 4);
+}
+
+TEST_F(RunTest, NodeBenchPatternsOnThreeRanksAreVerified) {
+  std::ofstream(plan_) << R"(name: many
+cases:
+  - {name: p, bench: p2p, backend: host, pattern: [pairs, all_to_one, one_to_all], sizes: [64KiB],
+     timing: {iters: 2, min_samples: 3, max_samples: 5}}
+  - {name: m, bench: local_copy, backend: host, pattern: all, sizes: [1MiB],
+     timing: {iters: 2, min_samples: 3, max_samples: 5}}
+)";
+  std::string out = (dir_ / "r").string();
+  Outcome o = RunRingmaster({"run", plan_, "--np", "3", "--backend", "host", "--out", out,
+                             "--quiet"});
+  ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+  auto store = Store::Open(out + "/ringmaster.db");
+  ASSERT_TRUE(store.ok());
+  auto results = (*store)->Results(JobId(o), -1, 0);
+  ASSERT_TRUE(results.ok());
+  ASSERT_EQ(results->size(), 6u + 3u + 3u + 1u);  // pairs, to each, from each, all at once
+  for (const v1::Result& r : *results) {
+    EXPECT_EQ(r.status(), v1::OK) << r.failure().detail();
+    EXPECT_EQ(r.wrong_elements(), 0);
+    EXPECT_GT(r.bandwidth_gbps(), 0);
+    int moving = 0;
+    for (double b : r.rank_bandwidth_gbps()) moving += b > 0;
+    switch (r.case_().pattern()) {
+      case v1::ALL_TO_ONE: EXPECT_EQ(moving, 2); break;  // the two senders
+      case v1::ONE_TO_ALL: EXPECT_EQ(moving, 1); break;  // the one sender
+      case v1::ALL_RANKS: EXPECT_EQ(moving, 3); break;
+      default: EXPECT_EQ(moving, 1); break;
+    }
+  }
+}
+
+TEST_F(RunTest, CorruptedNodeBenchDataFailsAsDataMismatch) {
+  std::ofstream(plan_) << R"(name: bad
+cases:
+  - {name: p, bench: p2p, backend: host, sizes: [64KiB], timing: {iters: 2, min_samples: 3, max_samples: 5}}
+  - {name: g, bench: gemm, backend: host, shapes: [64], timing: {iters: 2, min_samples: 3, max_samples: 5}}
+)";
+  Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host", "--out",
+                             (dir_ / "r").string()},
+                            {{"RINGMASTER_FAULT", "corrupt:rank=1"}});
+  EXPECT_EQ(o.exit_code, 1) << o.err;
+  // The pair into rank 1 and rank 1's GEMM fail; the pair into rank 0 passes.
+  EXPECT_THAT(o.out, HasSubstr("FAILED data_mismatch rank 1: 1 wrong bytes after the copy"));
+  EXPECT_THAT(o.out, HasSubstr("GEMM result off the float64 reference"));
+  EXPECT_THAT(o.out, HasSubstr("FAIL"));
+  EXPECT_THAT(o.err, HasSubstr("data_mismatch"));
+}
+
 }  // namespace
 }  // namespace ringmaster

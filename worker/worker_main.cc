@@ -24,6 +24,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "backends/host/host_backend.h"
+#include "backends/host/host_node_bench.h"
 #include "backends/host/mpi_control.h"
 #include "core/build_info.h"
 #include "core/faults.h"
@@ -31,10 +32,12 @@
 #include "core/names.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
+#include "worker/bench_runner.h"
 #include "worker/case_runner.h"
 #include "worker/coordinator_client.h"
 #ifdef RINGMASTER_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_node_bench.h"
 #endif
 
 extern char** environ;
@@ -330,6 +333,37 @@ int Run(const RunArgs& args, int argc, char** argv) {
     return &groups.emplace(n, std::move(g)).first->second;
   };
 
+  // Node benchmarks (bench != collective): created on first use, by every
+  // rank (every rank walks the same cases).
+  std::unique_ptr<NodeBench> host_bench, cuda_bench;
+  auto run_bench = [&](const v1::Case& c) -> v1::Result {
+    v1::Backend want = c.backend();
+    if (want == v1::BACKEND_AUTO) want = backend_name == "cuda" ? v1::BACKEND_CUDA : v1::BACKEND_HOST;
+    if (want == v1::BACKEND_HOST) {
+      if (!host_bench) host_bench = std::make_unique<HostNodeBench>(MPI_COMM_WORLD, *faults);
+      return RunBench(c, *host_bench, control);
+    }
+    if (backend_name != "cuda") {
+      return SkippedBench(c, nranks, "a GPU case (backend: cuda) in a launch on host ranks");
+    }
+#ifdef RINGMASTER_HAVE_CUDA
+    if (!cuda_bench) {
+      auto created = CudaNodeBench::Create(control, local_rank % std::max(1, GpuCount()));
+      if (!created.ok()) {
+        v1::Result r = SkippedBench(c, nranks, "");
+        r.set_status(v1::FAILED);
+        r.mutable_failure()->set_reason(v1::BACKEND_ERROR);
+        r.mutable_failure()->set_detail(std::string(created.status().message()));
+        return r;
+      }
+      cuda_bench = std::move(*created);
+    }
+    return RunBench(c, *cuda_bench, control);
+#else
+    return SkippedBench(c, nranks, "this worker was built without the CUDA backend");
+#endif
+  };
+
   for (const v1::Case& c : job.cases()) {
     if (heartbeat.cancelled()) {
       spdlog::warn("rank {}: job cancelled by the coordinator", rank);
@@ -338,7 +372,9 @@ int Run(const RunArgs& args, int argc, char** argv) {
     MaybeInjectFault(*faults, rank, c.seq());
     const int n = c.nranks() > 0 ? c.nranks() : nranks;
     v1::Result result;
-    if (n > nranks) {
+    if (c.bench() != v1::BENCH_COLLECTIVE) {
+      result = run_bench(c);
+    } else if (n > nranks) {
       *result.mutable_case_() = c;
       result.set_nranks(n);
       result.set_status(v1::FAILED);
@@ -370,7 +406,8 @@ int Run(const RunArgs& args, int argc, char** argv) {
         result.failure().rank() < nranks) {
       result.mutable_failure()->set_host(fps[result.failure().rank()].host());
     }
-    if (result.status() == v1::OK && result.straggler_rank() < nranks) {
+    if (result.status() == v1::OK && c.bench() == v1::BENCH_COLLECTIVE &&
+        result.straggler_rank() < nranks) {
       result.set_straggler_host(fps[result.straggler_rank()].host());
     }
     v1::ReportResultsRequest req;
@@ -393,6 +430,8 @@ int Run(const RunArgs& args, int argc, char** argv) {
     g.control.reset();
     if (g.comm != MPI_COMM_NULL) MPI_Comm_free(&g.comm);
   }
+  cuda_bench.reset();
+  host_bench.reset();
   backend.reset();
   MPI_Finalize();
   if (FindFault(*faults, Fault::Kind::kLinger, rank)) {

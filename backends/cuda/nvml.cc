@@ -2,6 +2,12 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
+#include <set>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
 namespace ringmaster {
 
 std::optional<std::string> NvmlDriverVersion() {
@@ -24,6 +30,107 @@ std::optional<std::string> NvmlDriverVersion() {
   }
   dlclose(lib);
   return out;
+}
+
+namespace {
+
+// NVML's API declared by hand (no nvml.h on build machines): nvmlReturn_t
+// is an int enum with NVML_SUCCESS = 0, nvmlDevice_t an opaque pointer,
+// nvmlEnableState_t an int enum with NVML_FEATURE_ENABLED = 1.
+struct NvmlPciInfo {  // nvmlPciInfo_t (v3 layout)
+  char bus_id_legacy[16];
+  unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
+};
+using NvmlDevice = void*;
+
+// Opens NVML for the lifetime of one query.
+class NvmlSession {
+ public:
+  NvmlSession() {
+    lib_ = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib_ == nullptr) return;
+    auto init = reinterpret_cast<int (*)()>(dlsym(lib_, "nvmlInit_v2"));
+    ok_ = init != nullptr && init() == 0;
+  }
+  ~NvmlSession() {
+    if (ok_) {
+      auto shutdown = reinterpret_cast<int (*)()>(dlsym(lib_, "nvmlShutdown"));
+      if (shutdown) shutdown();
+    }
+    if (lib_) dlclose(lib_);
+  }
+  bool ok() const { return ok_; }
+  template <typename Fn>
+  Fn Get(const char* name) const {
+    return reinterpret_cast<Fn>(dlsym(lib_, name));
+  }
+  std::optional<NvmlDevice> Device(const std::string& bus_id) const {
+    auto by_bus = Get<int (*)(const char*, NvmlDevice*)>("nvmlDeviceGetHandleByPciBusId_v2");
+    NvmlDevice dev = nullptr;
+    if (!by_bus || by_bus(bus_id.c_str(), &dev) != 0) return std::nullopt;
+    return dev;
+  }
+
+ private:
+  void* lib_ = nullptr;
+  bool ok_ = false;
+};
+
+// "0000:07:00.0" and "00000000:07:00.0" name the same device.
+bool SameBus(const NvmlPciInfo& info, const std::string& bus_id) {
+  unsigned domain = 0, bus = 0, device = 0, function = 0;
+  if (sscanf(bus_id.c_str(), "%x:%x:%x.%x", &domain, &bus, &device, &function) != 4) return false;
+  return info.domain == domain && info.bus == bus && info.device == device;
+}
+
+}  // namespace
+
+std::optional<NvlinkInfo> NvmlNvlink(const std::string& bus_id,
+                                     const std::string& peer_bus_id) {
+  NvmlSession nvml;
+  if (!nvml.ok()) return std::nullopt;
+  auto dev = nvml.Device(bus_id);
+  auto state = nvml.Get<int (*)(NvmlDevice, unsigned, int*)>("nvmlDeviceGetNvLinkState");
+  auto remote =
+      nvml.Get<int (*)(NvmlDevice, unsigned, NvmlPciInfo*)>("nvmlDeviceGetNvLinkRemotePciInfo_v2");
+  auto get_version =
+      nvml.Get<int (*)(NvmlDevice, unsigned, unsigned*)>("nvmlDeviceGetNvLinkVersion");
+  // nvmlDeviceGetP2PStatus(dev1, dev2, NVML_P2P_CAPS_INDEX_NVLINK = 2, &status);
+  // NVML_P2P_STATUS_OK = 0.
+  auto p2p = nvml.Get<int (*)(NvmlDevice, NvmlDevice, int, int*)>("nvmlDeviceGetP2PStatus");
+  if (!dev || !state) return std::nullopt;
+  NvlinkInfo info;
+  if (auto peer = nvml.Device(peer_bus_id); peer && p2p) {
+    int status = -1;
+    info.p2p_nvlink = p2p(*dev, *peer, 2, &status) == 0 && status == 0;
+  }
+  std::set<std::string> ends;
+  constexpr unsigned kMaxLinks = 18;  // NVML_NVLINK_MAX_LINKS
+  for (unsigned l = 0; l < kMaxLinks; ++l) {
+    int active = 0;
+    if (state(*dev, l, &active) != 0 || active != 1) continue;
+    if (info.active_links++ == 0 && get_version != nullptr) get_version(*dev, l, &info.version);
+    NvmlPciInfo pci{};
+    if (remote == nullptr || remote(*dev, l, &pci) != 0) continue;
+    ends.insert(absl::StrFormat("%04x:%02x:%02x", pci.domain, pci.bus, pci.device));
+    if (SameBus(pci, peer_bus_id)) ++info.links_to_peer;
+  }
+  info.remote_ends = absl::StrJoin(ends, " ");
+  return info;
+}
+
+std::optional<std::pair<unsigned, unsigned>> NvmlPcieMaxLink(const std::string& bus_id) {
+  NvmlSession nvml;
+  if (!nvml.ok()) return std::nullopt;
+  auto dev = nvml.Device(bus_id);
+  auto gen = nvml.Get<int (*)(NvmlDevice, unsigned*)>("nvmlDeviceGetMaxPcieLinkGeneration");
+  auto width = nvml.Get<int (*)(NvmlDevice, unsigned*)>("nvmlDeviceGetMaxPcieLinkWidth");
+  unsigned g = 0, w = 0;
+  if (!dev || !gen || !width || gen(*dev, &g) != 0 || width(*dev, &w) != 0 || g == 0 || w == 0) {
+    return std::nullopt;
+  }
+  return std::make_pair(g, w);
 }
 
 }  // namespace ringmaster

@@ -1,0 +1,26 @@
+// Runs one node benchmark case (bench != collective) on every rank:
+// prepare, verify, warm up, sample until the stopping rule says enough,
+// and combine the ranks' figures the way nvbandwidth counts them.
+#ifndef RINGMASTER_WORKER_BENCH_RUNNER_H_
+#define RINGMASTER_WORKER_BENCH_RUNNER_H_
+
+#include "backends/backend.h"
+#include "backends/node_bench.h"
+#include "ringmaster/v1/result.pb.h"
+
+namespace ringmaster {
+
+// Every rank calls it with the same case. The result on rank 0 is complete:
+// bandwidth (sum over the ranks that moved bytes at once, per sample, then
+// the median over samples), per-rank bandwidth, latency or TFLOP/s, the
+// path, its ceiling and the percentage of it. Unimplemented from Prepare on
+// any rank gives a SKIPPED result with that rank's reason.
+v1::Result RunBench(const v1::Case& c, NodeBench& bench, Control& control);
+
+// SKIPPED result for a case this launch cannot run (e.g. a cuda case on
+// host ranks), with `why` as the detail.
+v1::Result SkippedBench(const v1::Case& c, int nranks, const std::string& why);
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_WORKER_BENCH_RUNNER_H_
