@@ -2,10 +2,14 @@
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -184,12 +188,20 @@ struct CudaNodeBench::Impl {
 
   unsigned long long* wrong_ = nullptr;  // device counter
 
+  // Host-staged path of pairs without peer access.
+  bool staged_case_ = false;
+  int staged_src_ = -1, staged_dst_ = -1;
+  uint8_t* staged_ = nullptr;
+  int64_t staged_size_ = 0;
+  int staged_fd_ = -1;
+
   explicit Impl(Control& c) : control(c) {}
 
   ~Impl() {
     cudaSetDevice(device_);
     cudaDeviceSynchronize();
     FreeGemm();
+    ReleaseStaged();
     CloseIpc();
     cudaFree(src_);
     cudaFree(dst_);
@@ -448,6 +460,7 @@ struct CudaNodeBench::Impl {
     case_ = c;
     work_.clear();
     host_timed_ = false;
+    staged_case_ = false;
     rel_error_ = 0;
     setup_ = BenchSetup{};
     setup_.placement = Placement();
@@ -495,7 +508,7 @@ struct CudaNodeBench::Impl {
 
   // Checks that `c`'s ranks are on this host with peer access; the same
   // decision on every rank.
-  absl::Status CheckPeers(const std::vector<Transfer>& transfers) {
+  absl::Status CheckPeers(const std::vector<Transfer>& transfers, bool* no_peer_access = nullptr) {
     for (const Transfer& t : transfers) {
       for (int r : {t.to, t.from}) {
         if (r < 0 || r >= size_) {
@@ -521,6 +534,12 @@ struct CudaNodeBench::Impl {
       }
       int can = 0;
       RM_CU(cudaDeviceCanAccessPeer(&can, device_, dev));
+      // RINGMASTER_P2P_HOST_PATH=1 takes the host path even with peer
+      // access (to test it on machines where every pair has P2P).
+      if (no_peer_access != nullptr && (!can || EnvInt("RINGMASTER_P2P_HOST_PATH", 0) == 1)) {
+        *no_peer_access = true;
+        continue;
+      }
       if (!can) {
         return absl::UnimplementedError(absl::StrFormat(
             "no peer access from GPU %s to GPU %s (cudaDeviceCanAccessPeer = 0); their host "
@@ -536,11 +555,23 @@ struct CudaNodeBench::Impl {
     }
     std::vector<Transfer> transfers = PatternTransfers(c, size_);
     // Every rank agrees on the peers before anyone maps memory.
-    absl::Status local = CheckPeers(transfers);
+    bool no_peer = false;
+    absl::Status local = CheckPeers(transfers, &no_peer);
     auto bad = control.AllGatherStrings(local.ok() ? "" : std::string(local.message()));
     if (!bad.ok()) return bad.status();
     for (const auto& msg : *bad) {
       if (!msg.empty()) return absl::UnimplementedError(msg);
+    }
+    auto any_no_peer = control.Max(no_peer ? 1.0 : 0.0);
+    if (!any_no_peer.ok()) return any_no_peer.status();
+    if (*any_no_peer > 0) {
+      if (c.pattern() != v1::PAIR || c.bidirectional() || latency) {
+        return absl::UnimplementedError(absl::StrFormat(
+            "no peer access between GPUs %s and %s: the host path is measured for one-way "
+            "pairs", bus_ids_[c.src_rank() >= 0 ? c.src_rank() : 0],
+            bus_ids_[c.dst_rank() >= 0 ? c.dst_rank() : 0]));
+      }
+      return PrepareHostStaged(c);
     }
     const int slots = std::max(1, size_ - 1);
     if (auto s = EnsureCopyBuffers(c.size_bytes(), slots); !s.ok()) return s;
@@ -568,6 +599,102 @@ struct CudaNodeBench::Impl {
     setup_.ceiling_gbps = latency ? 0 : ceiling;
     if (latency) setup_.hops_per_op = 1;
     return absl::OkStatus();
+  }
+
+  // GPUs without peer access: the source copies into pinned host memory
+  // shared by both ranks (POSIX shared memory registered with CUDA), the
+  // destination copies it out. The two copies run one after the other, as
+  // the host path of such a pair does without pipelining; one operation is
+  // timed on the source from the start of its copy to the end of the
+  // destination's.
+  absl::Status PrepareHostStaged(const v1::Case& c) {
+    const int64_t size = c.size_bytes();
+    if (auto s = EnsureCopyBuffers(size, std::max(1, size_ - 1)); !s.ok()) return s;
+    ReleaseStaged();
+    const bool src = rank_ == c.src_rank(), dst = rank_ == c.dst_rank();
+    // /dev/shm must hold the buffer (a full one turns the first touch into
+    // SIGBUS); every rank checks, so all agree.
+    struct statvfs fs {};
+    const double shm_free =
+        statvfs("/dev/shm", &fs) == 0 ? static_cast<double>(fs.f_bavail) * fs.f_frsize : 0;
+    auto least = control.AllGather(shm_free);
+    if (!least.ok()) return least.status();
+    if (*std::min_element(least->begin(), least->end()) < static_cast<double>(size)) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "the host path needs %d bytes of /dev/shm; less is free", size));
+    }
+    std::string name;
+    if (src) {
+      name = absl::StrFormat("/ringmaster-%d-%d-%d", getpid(), rank_, static_cast<int>(c.seq()));
+      int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+      if (fd < 0 || ftruncate(fd, size) != 0) {
+        if (fd >= 0) close(fd);
+        return absl::InternalError(absl::StrFormat("shm_open %s: %s", name, strerror(errno)));
+      }
+      staged_fd_ = fd;
+    }
+    auto names = control.AllGatherStrings(name);
+    if (!names.ok()) return names.status();
+    if (dst) {
+      name = (*names)[c.src_rank()];
+      staged_fd_ = shm_open(name.c_str(), O_RDWR, 0600);
+      if (staged_fd_ < 0) {
+        return absl::InternalError(absl::StrFormat("shm_open %s: %s", name, strerror(errno)));
+      }
+    }
+    if (src || dst) {
+      void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, staged_fd_, 0);
+      if (p == MAP_FAILED) return absl::InternalError(absl::StrFormat("mmap: %s", strerror(errno)));
+      staged_ = static_cast<uint8_t*>(p);
+      staged_size_ = size;
+      RM_CU(cudaHostRegister(staged_, size, cudaHostRegisterPortable));
+    }
+    if (auto b = control.Barrier(); !b.ok()) return b;
+    if (src) shm_unlink(name.c_str());  // both have it mapped
+    RM_CU(LaunchFillPattern(src_, buf_size_, Seed(c, rank_), nullptr));
+    RM_CU(cudaMemset(dst_, 0, buf_size_ * buf_slots_));
+    if (auto s = EnsureStreams(1); !s.ok()) return s;
+    staged_case_ = true;
+    staged_src_ = c.src_rank();
+    staged_dst_ = c.dst_rank();
+    setup_.active = src;
+    setup_.bytes_per_op = size;
+    setup_.path = "host-staged (no peer access: GPU -> shared pinned memory -> GPU)";
+    double g = 0;
+    PciePath(&g, &setup_.ceiling_source);
+    setup_.ceiling_gbps = g / 2;  // two PCIe crossings in sequence
+    setup_.ceiling_source += "; halved: two crossings one after the other";
+    return absl::OkStatus();
+  }
+
+  void ReleaseStaged() {
+    if (staged_) {
+      cudaHostUnregister(staged_);
+      munmap(staged_, staged_size_);
+    }
+    if (staged_fd_ >= 0) close(staged_fd_);
+    staged_ = nullptr;
+    staged_size_ = 0;
+    staged_fd_ = -1;
+  }
+
+  absl::StatusOr<double> TimeStaged(int iters) {
+    if (auto b = control.Barrier(); !b.ok()) return b;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) {
+      if (rank_ == staged_src_) {
+        RM_CU(cudaMemcpyAsync(staged_, src_, buf_size_, cudaMemcpyDeviceToHost, streams_[0]));
+        RM_CU(cudaStreamSynchronize(streams_[0]));
+      }
+      if (auto b = control.Barrier(); !b.ok()) return b;
+      if (rank_ == staged_dst_) {
+        RM_CU(cudaMemcpyAsync(dst_, staged_, buf_size_, cudaMemcpyHostToDevice, streams_[0]));
+        RM_CU(cudaStreamSynchronize(streams_[0]));
+      }
+      if (auto b = control.Barrier(); !b.ok()) return b;
+    }
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return rank_ == staged_src_ ? secs : 0.0;
   }
 
   absl::Status PrepareLatency(const v1::Case& c, v1::CopyMethod m) {
@@ -848,6 +975,7 @@ struct CudaNodeBench::Impl {
 
   absl::StatusOr<double> TimeOps(int iters) {
     RM_CU(cudaSetDevice(device_));
+    if (staged_case_) return TimeStaged(iters);
     const bool active = setup_.active && !work_.empty();
     if (host_timed_) {
       if (auto s = control.Barrier(); !s.ok()) return s;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the 2xH200 machine with .bundle/ carried (issue 4): the anchor
-# plan twice, torch.matmul beside it, the full plans/p2p.yaml once, and the
-# SM copy kernel's geometry check. Writes $OUT/bench.tgz and console.txt.
+# plan twice, GEMM beside torch.matmul (gemm.sh), the full plans/p2p.yaml once, the host
+# path of a pair (forced), and with SM_GEOMETRIES set the SM copy kernel's
+# geometry check. Writes $OUT/bench.tgz, console.txt and summary.json.
 set -uo pipefail
 out=${OUT:-/tmp/bench-out}
 w=/tmp/b; rm -rf $w; mkdir -p "$out" $w
@@ -19,24 +20,29 @@ run() {  # name plan [env...]
 { nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.max,pcie.link.width.max,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv
   nvidia-smi topo -m; nvidia-smi nvlink -s 2>&1 | head -12; $R version; } > $w/machine.txt 2>&1
 run anchors bench/p2p/plan.yaml
-nvidia-smi --query-gpu=index,clocks.sm,power.draw,temperature.gpu --format=csv -lms 250 > $w/clocks-torch.csv &
+# GEMM: cuBLASLt and torch.matmul alternating on GPU 0 (gemm.sh).
+nvidia-smi --query-gpu=index,clocks.sm,power.draw,temperature.gpu --format=csv -lms 250 > $w/clocks-gemm.csv &
 smi=$!
-python3 bench/p2p/torch_gemm.py --out $w/torch_gemm.json > $w/torch.txt 2>&1
-echo "torch: exit $?" | tee -a $w/console.txt
+DTYPES=bfloat16 ROUNDS=3 bash bench/p2p/gemm.sh $w/gemm
+DTYPES="float16 float32 tf32 fp8_e4m3" ROUNDS=1 bash bench/p2p/gemm.sh $w/gemm
 kill $smi
+cat $w/gemm/gemm-pairs.txt >> $w/console.txt
 nvidia-smi --query-gpu=index,clocks.sm,power.draw,temperature.gpu --format=csv -lms 250 > $w/clocks-anchors2.csv &
 smi=$!
 run anchors2 bench/p2p/plan.yaml
 kill $smi
 run full plans/p2p.yaml
-for g in ${SM_GEOMETRIES:-"1 512" "2 512" "4 256" "1 1024"}; do
-  set -- $g
-  run sm-$1x$2 bench/p2p/sm-tune.yaml RINGMASTER_SM_COPY_BLOCKS_PER_SM=$1 RINGMASTER_SM_COPY_THREADS=$2
-  grep -E "^ [0-9]" $w/sm-$1x$2.txt | head -6 >> $w/console.txt
-done
-python3 bench/p2p/summarize.py $w/anchors.jsonl $w/anchors2.jsonl --torch $w/torch_gemm.json \
+run host-path bench/p2p/host-path.yaml RINGMASTER_P2P_HOST_PATH=1
+grep -E "^ [0-9]|skipped" $w/host-path.txt >> $w/console.txt
+if [ -n "${SM_GEOMETRIES:-}" ]; then  # e.g. SM_GEOMETRIES="1x512 2x512 4x256 1x1024"
+  for g in $SM_GEOMETRIES; do
+    run sm-$g bench/p2p/sm-tune.yaml RINGMASTER_SM_COPY_BLOCKS_PER_SM=${g%x*} RINGMASTER_SM_COPY_THREADS=${g#*x}
+    grep -E "^ [0-9]" $w/sm-$g.txt | head -6 >> $w/console.txt
+  done
+fi
+python3 bench/p2p/summarize.py $w/anchors.jsonl $w/anchors2.jsonl --gemm-dir $w/gemm \
   --out $w/summary.json | tee -a $w/console.txt
 tail -60 $w/full.txt > $w/full-tail.txt
-rm -rf $w/rm-*
+rm -rf $w/rm-* $w/gemm/rm-gemm
 tar -C $w -czf "$out/bench.tgz" .
 cp $w/console.txt $w/summary.json "$out/" 2>/dev/null

@@ -5,8 +5,14 @@ torch_gemm.py's JSON, beside the nvbandwidth / PyTorch anchors.
 Each figure is the mean over GPU pairs (or GPUs) of one run's values; with
 several runs the best run's figure is reported and every run's is listed, so
 the spread is visible. Usage:
-  summarize.py run1.jsonl [run2.jsonl ...] --torch torch_gemm.json --out summary.json
+  summarize.py run1.jsonl [run2.jsonl ...] --gemm-dir DIR --out summary.json
+
+GEMM comes from gemm.sh's DIR: for each type and round, Ringmaster's
+cuBLASLt rate over torch.matmul's measured just before it on the same GPU;
+the median round's ratio is reported.
 """
+import glob
+import os
 import argparse
 import json
 import statistics
@@ -19,7 +25,7 @@ ANCHORS = {
     "p2p_sm_bidir_write_total_gbps": 731.4, "p2p_sm_bidir_read_total_gbps": 676.9,
     "h2d_ce_gbps": 55.5, "d2h_ce_gbps": 55.3, "h2d_sm_gbps": 51.4, "d2h_sm_gbps": 52.6,
     "hbm_copy_ce_gbps": 2094, "p2p_latency_ns": 829, "h2d_latency_ns": 1186,
-    "gemm_bfloat16_8192x8192x8192_tflops": 795,
+    "gemm_bf16_8192_tflops": 795,
 }
 LOWER_IS_BETTER = {"p2p_latency_ns", "h2d_latency_ns"}
 
@@ -61,7 +67,7 @@ def figures(path):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("runs", nargs="+")
-    p.add_argument("--torch")
+    p.add_argument("--gemm-dir")
     p.add_argument("--out", required=True)
     a = p.parse_args()
     runs = [figures(f) for f in a.runs]
@@ -70,15 +76,26 @@ def main():
         vs = [r[k] for r in runs if k in r]
         per_run[k] = [round(v, 2) for v in vs]
         summary[k] = round(min(vs) if k in LOWER_IS_BETTER else max(vs), 2)
-    if a.torch:
-        t = json.load(open(a.torch))
-        for dt, ours, short in [("bfloat16", "bfloat16", "bf16"), ("float16", "float16", "fp16"),
-                                ("float32", "float32", "fp32"), ("tf32", "tfloat32", "tf32"),
-                                ("fp8_e4m3", "float8_e4m3", "fp8")]:
-            key = "gemm_%s_8192x8192x8192_tflops" % ours
-            if "tflops" in t.get(dt, {}) and key in summary:
-                summary["torch_%s_8192_tflops" % short] = round(t[dt]["tflops"], 1)
-                summary["gemm_%s_8192_ratio_vs_torch" % short] = round(summary[key] / t[dt]["tflops"], 4)
+    if a.gemm_dir:
+        short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "tf32": "tf32",
+                 "fp8_e4m3": "fp8"}
+        for dt, sh in short.items():
+            ratios, ours, theirs = [], [], []
+            for path in sorted(glob.glob(os.path.join(a.gemm_dir, "gemm-%s-*.jsonl" % dt))):
+                i = path.rsplit("-", 1)[1].split(".")[0]
+                r = json.loads(open(path).readline())
+                t = json.load(open(os.path.join(a.gemm_dir, "torch-%s-%s.json" % (dt, i))))
+                if r["status"] != "OK" or "tflops" not in t.get(dt, {}):
+                    continue
+                ours.append(r["tflops"])
+                theirs.append(t[dt]["tflops"])
+                ratios.append(r["tflops"] / t[dt]["tflops"])
+            if ratios:
+                k = sorted(range(len(ratios)), key=lambda j: ratios[j])[len(ratios) // 2]
+                summary["gemm_%s_8192_tflops" % sh] = round(ours[k], 1)
+                summary["torch_%s_8192_tflops" % sh] = round(theirs[k], 1)
+                summary["gemm_%s_8192_ratio_vs_torch" % sh] = round(ratios[k], 4)
+                per_run["gemm_%s_8192_ratio_vs_torch" % sh] = [round(x, 4) for x in ratios]
     out = {"summary": summary, "per_run": per_run, "anchors": ANCHORS, "vs_anchor": {}}
     print("%-34s %10s %10s %7s" % ("figure", "ringmaster", "anchor", "ratio"))
     for k, v in summary.items():
