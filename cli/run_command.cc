@@ -616,6 +616,9 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
   if (std::string matrices = RenderBenchMatrices(all); !matrices.empty()) {
     std::cout << "\n" << matrices;
   }
+  if (std::string scaling = RenderTrainScaling(all); !scaling.empty()) {
+    std::cout << "\n" << scaling;
+  }
   if (internal) return kExitInternal;
   return failed ? kExitJobFailed : kExitOk;
 }

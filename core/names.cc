@@ -42,7 +42,7 @@ constexpr Entry<v1::Bench> kBenches[] = {
     {v1::BENCH_COLLECTIVE, "collective"}, {v1::BENCH_P2P, "p2p"},
     {v1::BENCH_LATENCY, "latency"},       {v1::BENCH_HOST_DEVICE, "host_device"},
     {v1::BENCH_LOCAL_COPY, "local_copy"}, {v1::BENCH_TRIAD, "triad"},
-    {v1::BENCH_GEMM, "gemm"},
+    {v1::BENCH_GEMM, "gemm"},             {v1::BENCH_TRAIN, "train"},
 };
 constexpr Entry<v1::CopyMethod> kCopyMethods[] = {
     {v1::COPY_ENGINE, "ce"}, {v1::SM, "sm"}, {v1::CPU, "cpu"}};

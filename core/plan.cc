@@ -35,7 +35,10 @@ constexpr const char* kCaseKeys[] = {"name",     "collective", "sizes",
                                      "timing",   "ladder",     "bench",
                                      "method",   "direction",  "traffic",
                                      "pattern",  "memory",     "path",
-                                     "shapes"};
+                                     "shapes",   "model",      "optimizer",
+                                     "lr",       "bucket",     "overlap",
+                                     "steps",    "check_steps", "scaling"};
+constexpr const char* kModelKeys[] = {"layers", "hidden", "batch"};
 constexpr const char* kTimingKeys[] = {
     "warmup",      "min_samples",   "max_samples",         "target_ci",
     "max_time",    "sample_target", "max_iters_per_sample", "mode",
@@ -471,7 +474,8 @@ class PlanParser {
       return spec;
     }
     for (const char* key : {"method", "direction", "traffic", "pattern", "memory", "path",
-                            "shapes"}) {
+                            "shapes", "model", "optimizer", "lr", "bucket", "overlap", "steps",
+                            "check_steps", "scaling"}) {
       YAML::Node n = get(key, &f);
       if (n) {
         return Error(n, f, "belongs to node benchmarks (bench: p2p, latency, ...), "
@@ -684,6 +688,12 @@ class PlanParser {
     std::string f;
     const v1::Bench bench = spec->bench();
     const std::string bname(BenchName(bench));
+    if (bench == v1::BENCH_TRAIN) return ParseTrainCase(node, get, spec);
+    for (const char* key : {"model", "optimizer", "lr", "bucket", "overlap", "steps", "check_steps",
+                            "scaling"}) {
+      YAML::Node n = get(key, &f);
+      if (n) return Error(n, f, absl::StrFormat("belongs to bench: train, not bench: %s", bname));
+    }
     for (const char* key : {"collective", "ops", "placement", "root", "ladder"}) {
       YAML::Node n = get(key, &f);
       if (n) return Error(n, f, absl::StrFormat("is a collective's key; bench: %s has none", bname));
@@ -867,6 +877,113 @@ class PlanParser {
       if ((m == v1::COPY_ENGINE || m == v1::SM) && spec->backend() == v1::BACKEND_HOST) {
         return Error(get("method", &f), f, "methods ce and sm need GPUs (backend: cuda)");
       }
+    }
+    return absl::OkStatus();
+  }
+
+  // bench: train (issue 5): the model, optimizer, buckets, overlap, the
+  // ladder of rank counts and the precision.
+  template <typename Get>
+  absl::Status ParseTrainCase(const YAML::Node& node, Get& get, v1::CaseSpec* spec) const {
+    std::string f;
+    for (const char* key : {"collective", "ops", "placement", "root", "sizes", "method",
+                            "direction", "traffic", "pattern", "memory", "path", "shapes"}) {
+      YAML::Node n = get(key, &f);
+      if (n) return Error(n, f, "bench: train does not take this key");
+    }
+    v1::TrainSpec* t = spec->mutable_train();
+    YAML::Node model = get("model", &f);
+    if (!model || !model.IsMap()) {
+      return Error(model ? model : node, f, "missing: expected {layers: 8, hidden: 8192, batch: 4096}");
+    }
+    RM_RETURN_IF_ERROR(CheckKeys(model, f + ".", kModelKeys));
+    for (const char* key : kModelKeys) {
+      if (!model[key]) return Error(model, f + "." + key, "missing: expected an integer");
+    }
+    RM_ASSIGN_OR_RETURN(int64_t layers, Int(model["layers"], f + ".layers", 1, 1024));
+    RM_ASSIGN_OR_RETURN(int64_t hidden, Int(model["hidden"], f + ".hidden", 1, 65536));
+    RM_ASSIGN_OR_RETURN(int64_t batch, Int(model["batch"], f + ".batch", 1, 1 << 24));
+    t->set_layers(static_cast<int32_t>(layers));
+    t->set_hidden(hidden);
+    t->set_batch(batch);
+    t->set_optimizer("sgd");
+    if (YAML::Node o = get("optimizer", &f)) {
+      std::string v = o.IsScalar() ? absl::AsciiStrToLower(o.Scalar()) : "";
+      if (v != "sgd" && v != "adam") {
+        return Error(o, f, absl::StrFormat("expected sgd or adam, got %s", Show(o)));
+      }
+      t->set_optimizer(v);
+    }
+    t->set_lr(t->optimizer() == "adam" ? 1e-3 : 0.1);
+    if (YAML::Node lr = get("lr", &f)) {
+      RM_ASSIGN_OR_RETURN(double v, Number(lr, f, 0, 10));
+      t->set_lr(v);
+    }
+    t->set_bucket_bytes(25 << 20);
+    if (YAML::Node b = get("bucket", &f)) {
+      RM_ASSIGN_OR_RETURN(int64_t v, Size(b, f));
+      t->set_bucket_bytes(v);
+    }
+    t->set_steps(20);
+    if (YAML::Node st = get("steps", &f)) {
+      RM_ASSIGN_OR_RETURN(int64_t v, Int(st, f, 1, 100000));
+      t->set_steps(static_cast<int32_t>(v));
+    }
+    t->set_check_steps(0);
+    if (YAML::Node cs = get("check_steps", &f)) {
+      RM_ASSIGN_OR_RETURN(int64_t v, Int(cs, f, 0, 1000));
+      t->set_check_steps(static_cast<int32_t>(v));
+    }
+    if (YAML::Node sc = get("scaling", &f)) {
+      std::string v = sc.IsScalar() ? absl::AsciiStrToLower(sc.Scalar()) : "";
+      if (v != "weak" && v != "strong") {
+        return Error(sc, f, absl::StrFormat("expected weak or strong, got %s", Show(sc)));
+      }
+      t->set_strong(v == "strong");
+    }
+    if (YAML::Node ov = get("overlap", &f)) {
+      RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(ov, f));
+      for (const auto& item : items) {
+        RM_ASSIGN_OR_RETURN(bool v, Bool(item, f));
+        spec->add_overlap(v);
+      }
+    } else {
+      spec->add_overlap(true);
+    }
+    if (YAML::Node dtypes = get("dtypes", &f)) {
+      RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(dtypes, f));
+      for (const auto& item : items) {
+        auto d = ParseDataType(item.Scalar());
+        if (!d || !(*d == v1::FLOAT32 || *d == v1::TFLOAT32 || *d == v1::BFLOAT16 ||
+                    *d == v1::FLOAT16)) {
+          return Error(item, f, absl::StrFormat(
+              "expected one of: float32, tf32, bfloat16, float16, got \"%s\"", item.Scalar()));
+        }
+        spec->add_dtypes(*d);
+      }
+    } else {
+      spec->add_dtypes(v1::FLOAT32);
+    }
+    if (YAML::Node ladder = get("ladder", &f)) {
+      RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(ladder, f));
+      int64_t previous = 0;
+      for (const auto& item : items) {
+        RM_ASSIGN_OR_RETURN(int64_t r, Int(item, f, 1, 65536));
+        if (r <= previous) return Error(item, f, "expected rank counts in increasing order, like [1, 2]");
+        previous = r;
+        spec->add_ladder(static_cast<int32_t>(r));
+      }
+    }
+    spec->set_verify(true);
+    if (YAML::Node backend = get("backend", &f)) {
+      auto b = backend.IsScalar() ? ParseBackend(backend.Scalar()) : std::nullopt;
+      if (!b) return Error(backend, f, absl::StrFormat("expected auto, host or cuda, got %s", Show(backend)));
+      spec->set_backend(*b);
+    }
+    *spec->mutable_timing() = DefaultTiming();
+    spec->mutable_timing()->set_warmup_iters(3);
+    if (YAML::Node timing = get("timing", &f)) {
+      RM_ASSIGN_OR_RETURN(*spec->mutable_timing(), ParseTiming(timing, f, spec->timing()));
     }
     return absl::OkStatus();
   }

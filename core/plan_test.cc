@@ -1,4 +1,5 @@
 #include "core/plan.h"
+#include "core/sweep.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -195,6 +196,23 @@ INSTANTIATE_TEST_SUITE_P(
                 "name: x\ncases:\n  - name: a\n    bench: p2p\n    sizes: 8B\n"
                 "    timing: {iters: 1000}\n",
                 "bad.yaml:6: cases[0].timing.iters:", "at most 256"},
+        BadPlan{"train_without_model", "name: x\ncases:\n  - {name: a, bench: train}\n",
+                "bad.yaml:3: cases[0].model:", "missing"},
+        BadPlan{"train_model_key",
+                "name: x\ncases:\n  - name: a\n    bench: train\n"
+                "    model: {layers: 2, hidden: 4, batch: 2, depth: 3}\n",
+                "bad.yaml:5: cases[0].model.depth:", "unknown key"},
+        BadPlan{"train_bad_optimizer",
+                "name: x\ncases:\n  - name: a\n    bench: train\n"
+                "    model: {layers: 2, hidden: 4, batch: 2}\n    optimizer: lion\n",
+                "bad.yaml:6: cases[0].optimizer:", "sgd or adam"},
+        BadPlan{"train_with_sizes",
+                "name: x\ncases:\n  - name: a\n    bench: train\n"
+                "    model: {layers: 2, hidden: 4, batch: 2}\n    sizes: 8B\n",
+                "bad.yaml:6: cases[0].sizes:", "bench: train"},
+        BadPlan{"train_key_on_p2p",
+                "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 8B, optimizer: sgd}\n",
+                "bad.yaml:3: cases[0].optimizer:", "bench: train"},
         BadPlan{"bad_traffic",
                 "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 8B, traffic: both}\n",
                 "bad.yaml:3: cases[0].traffic:", "uni or bidir"}),
@@ -240,10 +258,57 @@ cases:
   EXPECT_EQ(g.dtypes(2), v1::TFLOAT32);
 }
 
+TEST(ParsePlanYaml, TrainingCaseAndExpansion) {
+  auto plan = ParsePlanYaml(R"(name: x
+cases:
+  - name: mlp
+    bench: train
+    model: {layers: 8, hidden: 8192, batch: 4096}
+    optimizer: adam
+    bucket: 100MiB
+    overlap: [true, false]
+    ladder: [1, 2]
+    dtypes: [bfloat16]
+    steps: 30
+    check_steps: 2
+    scaling: strong
+)",
+                            "x.yaml");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const v1::TrainSpec& t = plan->cases(0).train();
+  EXPECT_EQ(t.layers(), 8);
+  EXPECT_EQ(t.hidden(), 8192);
+  EXPECT_EQ(t.batch(), 4096);
+  EXPECT_EQ(t.optimizer(), "adam");
+  EXPECT_DOUBLE_EQ(t.lr(), 1e-3);  // adam's default
+  EXPECT_EQ(t.bucket_bytes(), 100 << 20);
+  EXPECT_EQ(t.steps(), 30);
+  EXPECT_EQ(t.check_steps(), 2);
+  EXPECT_TRUE(t.strong());
+  auto cases = ExpandPlan(*plan, 100000, 2);
+  ASSERT_TRUE(cases.ok());
+  ASSERT_EQ(cases->size(), 4u);  // ladder x overlap
+  EXPECT_EQ((*cases)[0].nranks(), 1);
+  EXPECT_TRUE((*cases)[0].train().overlap());
+  EXPECT_FALSE((*cases)[1].train().overlap());
+  EXPECT_EQ((*cases)[3].nranks(), 2);
+  EXPECT_EQ((*cases)[3].dtype(), v1::BFLOAT16);
+  // Defaults: SGD at 0.1, 25 MiB buckets, overlap, 20 steps, float32.
+  auto d = ParsePlanYaml("name: x\ncases:\n  - {name: m, bench: train, model: {layers: 1, hidden: 4, batch: 2}}\n", "d.yaml");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->cases(0).train().optimizer(), "sgd");
+  EXPECT_DOUBLE_EQ(d->cases(0).train().lr(), 0.1);
+  EXPECT_EQ(d->cases(0).train().bucket_bytes(), 25 << 20);
+  EXPECT_EQ(d->cases(0).train().steps(), 20);
+  EXPECT_EQ(d->cases(0).dtypes(0), v1::FLOAT32);
+}
+
 TEST(ParsePlanYaml, ShippedP2pPlanIsValid) {
   auto plan = LoadPlanFile(std::string(RINGMASTER_SOURCE_DIR) + "/plans/p2p.yaml");
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_GT(plan->cases_size(), 10);
+  auto dp = LoadPlanFile(std::string(RINGMASTER_SOURCE_DIR) + "/plans/dp-scaling.yaml");
+  ASSERT_TRUE(dp.ok()) << dp.status();
 }
 
 TEST(LoadPlanFile, MissingFileIsNotFound) {

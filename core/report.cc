@@ -13,6 +13,8 @@
 namespace ringmaster {
 namespace {
 
+double StrongEfficiencyOf(double t1, double tn, int n) { return tn > 0 && n > 0 ? t1 / (n * tn) : 0; }
+
 std::string_view ModeName(v1::TimingMode m) {
   switch (m) {
     case v1::PER_OP: return "per-op";
@@ -111,13 +113,19 @@ void ConsoleReporter::Report(const v1::Result& r) {
   }
   if (group != last_group_ || skipped_group_) {
     out_ << "#\n# " << group << "\n";
-    if (bench) {
+    if (bench && r.case_().bench() == v1::BENCH_TRAIN) {
+      TrainHeader();
+    } else if (bench) {
       BenchHeader();
     } else {
       Header();
     }
     last_group_ = group;
     skipped_group_ = false;
+  }
+  if (bench && r.case_().bench() == v1::BENCH_TRAIN) {
+    TrainRow(r);
+    return;
   }
   if (bench) {
     BenchRow(r);
@@ -201,6 +209,35 @@ void ConsoleReporter::BenchRow(const v1::Result& r) {
   out_.flush();
 }
 
+void ConsoleReporter::TrainHeader() {
+  out_ << absl::StrFormat("#%5s %10s %10s %10s %10s %10s %11s %8s %10s %9s\n", "ranks", "step",
+                          "compute", "exposed", "skew", "p99", "samples/s", "TFLOP/s", "loss",
+                          "check");
+  out_ << absl::StrFormat("#%5s %10s %10s %10s %10s %10s %11s %8s %10s %9s\n", "", "(ms)", "(ms)",
+                          "comm (ms)", "(ms)", "(ms)", "", "/rank", "(last)", "(rel err)");
+}
+
+void ConsoleReporter::TrainRow(const v1::Result& r) {
+  std::string prefix = absl::StrFormat(" %5d", r.nranks());
+  if (r.status() != v1::OK) {
+    out_ << prefix
+         << absl::StrFormat("  %s%s%s\n", r.status() == v1::SKIPPED ? "SKIPPED" : "FAILED ",
+                            r.status() == v1::SKIPPED ? "" : FailureReasonName(r.failure().reason()),
+                            r.failure().detail().empty() ? "" : ": " + r.failure().detail());
+    out_.flush();
+    return;
+  }
+  const v1::TrainFigures& t = r.train();
+  out_ << prefix
+       << absl::StrFormat(" %10.3f %10.3f %10.3f %10.3f %10.3f %11.1f %8.3f %10.6g %9s\n",
+                          r.stats().median_s() * 1e3, t.compute_s() * 1e3,
+                          t.exposed_comm_s() * 1e3, t.skew_s() * 1e3, r.stats().p99_s() * 1e3,
+                          t.samples_per_s(), t.tflops_per_rank(), t.loss_last(),
+                          t.loss_check() < 0 ? std::string("-")
+                                             : absl::StrFormat("%.1e", t.loss_rel_error()));
+  out_.flush();
+}
+
 void ConsoleReporter::End(const RunSummary& summary) {
   out_ << absl::StrFormat("# results: %d (%d failed, %d skipped)\n", summary.results,
                           summary.failed_results, summary.skipped_results);
@@ -274,6 +311,44 @@ void CsvReporter::Report(const v1::Result& r) {
       r.ceiling_gbps());
 }
 
+std::string RenderTrainScaling(const std::vector<v1::Result>& results) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const v1::Result*>> rows;
+  for (const auto& r : results) {
+    const v1::Case& c = r.case_();
+    if (c.bench() != v1::BENCH_TRAIN || r.status() != v1::OK) continue;
+    std::string key = absl::StrFormat("%s: %s", c.spec_name(), BenchLabel(c));
+    if (!c.variant().empty()) key += ", variant " + c.variant();
+    if (!rows.count(key)) order.push_back(key);
+    rows[key].push_back(&r);
+  }
+  if (order.empty()) return "";
+  std::string out;
+  for (const auto& key : order) {
+    auto& v = rows[key];
+    std::sort(v.begin(), v.end(),
+              [](const v1::Result* a, const v1::Result* b) { return a->nranks() < b->nranks(); });
+    const bool strong = v.front()->case_().train().strong();
+    const double t1 = v.front()->nranks() == 1 ? v.front()->stats().median_s() : 0;
+    out += absl::StrFormat("# scaling (%s): %s\n", strong ? "strong, E = T1/(n*Tn)" : "weak, E = T1/Tn",
+                           key);
+    out += absl::StrFormat("#%5s %10s %8s %10s %10s %10s %8s %11s\n", "ranks", "step (ms)", "E",
+                           "compute", "exposed", "skew", "sum/step", "samples/s");
+    for (const v1::Result* r : v) {
+      const double tn = r->stats().median_s();
+      const v1::TrainFigures& t = r->train();
+      double e = t1 > 0 ? (strong ? StrongEfficiencyOf(t1, tn, r->nranks()) : t1 / tn) : 0;
+      double sum = t.compute_s() + t.exposed_comm_s() + t.skew_s();
+      out += absl::StrFormat(" %5d %10.3f %8s %10.3f %10.3f %10.3f %8.3f %11.1f\n", r->nranks(),
+                             tn * 1e3, e > 0 ? absl::StrFormat("%.3f", e) : std::string("-"),
+                             t.compute_s() * 1e3, t.exposed_comm_s() * 1e3, t.skew_s() * 1e3,
+                             t.step_of_breakdown_s() > 0 ? sum / t.step_of_breakdown_s() : 0,
+                             t.samples_per_s());
+    }
+  }
+  return out;
+}
+
 std::string BenchLabel(const v1::Case& c) {
   std::vector<std::string> parts = {std::string(BenchName(c.bench()))};
   if (c.method() != v1::COPY_METHOD_UNSPECIFIED) parts.emplace_back(CopyMethodName(c.method()));
@@ -291,6 +366,15 @@ std::string BenchLabel(const v1::Case& c) {
     case v1::BENCH_GEMM:
       parts.emplace_back(DataTypeName(c.dtype()));
       break;
+    case v1::BENCH_TRAIN: {
+      const v1::TrainSpec& t = c.train();
+      parts.push_back(absl::StrFormat("L%d H%d B%d%s %s %s %s, bucket %s", t.layers(), t.hidden(),
+                                      t.batch(), t.strong() ? " global" : "/rank",
+                                      DataTypeName(c.dtype()), t.optimizer(),
+                                      t.overlap() ? "overlap" : "no-overlap",
+                                      FormatBytes(t.bucket_bytes())));
+      break;
+    }
     default:
       parts.emplace_back(TransferPatternName(c.pattern()));
       break;
@@ -310,7 +394,10 @@ std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
   std::map<std::string, Matrix> matrices;
   for (const auto& r : results) {
     const v1::Case& c = r.case_();
-    if (c.bench() == v1::BENCH_COLLECTIVE || c.pattern() == v1::ALL_RANKS) continue;
+    if (c.bench() == v1::BENCH_COLLECTIVE || c.bench() == v1::BENCH_TRAIN ||
+        c.pattern() == v1::ALL_RANKS) {
+      continue;
+    }
     std::string point = c.bench() == v1::BENCH_GEMM
                             ? absl::StrFormat("%dx%dx%d", c.gemm().m(), c.gemm().n(), c.gemm().k())
                             : FormatBytes(c.size_bytes());

@@ -52,6 +52,8 @@ class ConsoleReporter : public Reporter {
   void Header();
   void BenchHeader();
   void BenchRow(const v1::Result& r);
+  void TrainHeader();
+  void TrainRow(const v1::Result& r);
   std::ostream& out_;
   std::string last_group_;
   bool skipped_group_ = false;  // last_group_ was announced as skipped
@@ -100,6 +102,12 @@ std::string RenderVariantComparison(const std::vector<v1::Result>& results);
 // Cells that were skipped show "n/a", failed ones "FAIL"; a legend line
 // gives their reasons. Empty when there are no node benchmark results.
 std::string RenderBenchMatrices(const std::vector<v1::Result>& results);
+
+// Training results (bench: train) as scaling tables: per case and
+// configuration, one row per rank count with step time, efficiency against
+// the 1-rank row (weak T1/Tn or strong T1/(n*Tn)), the breakdown and
+// (compute + exposed + skew) / step. Empty when there are none.
+std::string RenderTrainScaling(const std::vector<v1::Result>& results);
 
 // One-line description of a node benchmark case's configuration, e.g.
 // "p2p ce write uni pairs" or "gemm bfloat16 8192x8192x8192".

@@ -128,6 +128,36 @@ absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan, int64_t m
                                                  int nranks) {
   std::vector<v1::Case> cases;
   for (const v1::CaseSpec& spec : plan.cases()) {
+    if (spec.bench() == v1::BENCH_TRAIN) {
+      // Training: ladder rung x overlap x precision.
+      std::vector<int32_t> ladder(spec.ladder().begin(), spec.ladder().end());
+      if (ladder.empty()) ladder.push_back(0);
+      std::vector<bool> overlaps(spec.overlap().begin(), spec.overlap().end());
+      if (overlaps.empty()) overlaps.push_back(true);
+      for (int32_t n : ladder)
+      for (bool overlap : overlaps)
+      for (int dt : spec.dtypes()) {
+        if (static_cast<int64_t>(cases.size()) >= max_cases) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s: the plan expands to more than %d cases", plan.source_path(), max_cases));
+        }
+        v1::Case c;
+        c.set_seq(static_cast<int64_t>(cases.size()));
+        c.set_spec_name(spec.name());
+        c.set_bench(v1::BENCH_TRAIN);
+        c.set_nranks(n);
+        c.set_dtype(static_cast<v1::DataType>(dt));
+        *c.mutable_train() = spec.train();
+        c.mutable_train()->set_overlap(overlap);
+        *c.mutable_timing() = spec.timing();
+        c.set_verify(spec.verify());
+        c.set_backend(spec.backend());
+        c.set_src_rank(-1);
+        c.set_dst_rank(-1);
+        cases.push_back(std::move(c));
+      }
+      continue;
+    }
     if (spec.bench() != v1::BENCH_COLLECTIVE) {
       auto s = ExpandBench(plan, spec, nranks, max_cases, &cases);
       if (!s.ok()) return s;

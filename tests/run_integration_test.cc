@@ -522,5 +522,63 @@ cases:
   EXPECT_THAT(o.err, HasSubstr("data_mismatch"));
 }
 
+// Issue 5's CI check: the host ladder (1 and 2 ranks), efficiency and the
+// breakdown printed, the numerical checks passing.
+TEST_F(RunTest, DpScalingPlanRunsTheHostLadderWithChecks) {
+  std::string out = (dir_ / "r").string();
+  Outcome o = RunRingmaster({"run", std::string(RINGMASTER_SOURCE_DIR) + "/plans/dp-scaling.yaml",
+                             "--np", "2", "--backend", "host", "--out", out});
+  ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+  EXPECT_THAT(o.out, HasSubstr("# scaling (weak, E = T1/Tn): mlp: train L4 H512 B64/rank float32 "
+                               "sgd overlap"));
+  EXPECT_THAT(o.out, HasSubstr("compute    exposed       skew sum/step"));
+  auto store = Store::Open(out + "/ringmaster.db");
+  ASSERT_TRUE(store.ok());
+  auto results = (*store)->Results(JobId(o), -1, 0);
+  ASSERT_TRUE(results.ok());
+  ASSERT_EQ(results->size(), 6u);  // mlp: 2 rungs x 2 overlap modes; adam: 2 rungs
+  for (const v1::Result& r : *results) {
+    SCOPED_TRACE(r.case_().spec_name() + " n=" + std::to_string(r.nranks()));
+    ASSERT_EQ(r.status(), v1::OK) << r.failure().detail();
+    const v1::TrainFigures& t = r.train();
+    EXPECT_GE(t.loss_check(), 0);
+    EXPECT_LT(t.loss_rel_error(), 1e-4);
+    EXPECT_GT(r.stats().median_s(), 0);
+    EXPECT_GT(t.compute_s(), 0);
+    // The parts, each measured on its own, add up to the step.
+    double sum = t.compute_s() + t.exposed_comm_s() + t.skew_s();
+    EXPECT_NEAR(sum / t.step_of_breakdown_s(), 1.0, 0.05);
+    EXPECT_LT(t.loss_last(), t.loss_first());  // it trains
+    if (r.nranks() == 1) {  // nothing to wait for (two clock reads apart)
+      EXPECT_LT(t.exposed_comm_s(), 1e-5);
+      EXPECT_EQ(t.skew_s(), 0);
+    }
+  }
+}
+
+// An n-rank data-parallel run matches a 1-rank run with n times the batch.
+TEST_F(RunTest, TwoRanksMatchOneRankWithTwiceTheBatch) {
+  std::ofstream(plan_) << R"(name: dp
+cases:
+  - {name: two, bench: train, backend: host, model: {layers: 3, hidden: 64, batch: 16},
+     ladder: [2], steps: 2, check_steps: 4, lr: 0.5}
+  - {name: one, bench: train, backend: host, model: {layers: 3, hidden: 64, batch: 32},
+     ladder: [1], steps: 2, check_steps: 4, lr: 0.5}
+)";
+  std::string out = (dir_ / "r").string();
+  Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host", "--out", out,
+                             "--quiet"});
+  ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+  auto store = Store::Open(out + "/ringmaster.db");
+  ASSERT_TRUE(store.ok());
+  auto results = (*store)->Results(JobId(o), -1, 0);
+  ASSERT_TRUE(results.ok());
+  ASSERT_EQ(results->size(), 2u);
+  const v1::TrainFigures& two = (*results)[0].train();
+  const v1::TrainFigures& one = (*results)[1].train();
+  EXPECT_DOUBLE_EQ(two.loss_reference(), one.loss_reference());  // the same global problem
+  EXPECT_NEAR(two.loss_check(), one.loss_check(), 1e-5 * one.loss_check());
+}
+
 }  // namespace
 }  // namespace ringmaster

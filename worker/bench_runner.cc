@@ -17,33 +17,6 @@ namespace {
 
 constexpr double kFailed = std::numeric_limits<double>::infinity();
 
-// Agrees across ranks on the outcome of a step that may fail. Returns true
-// when every rank succeeded; otherwise fills `result` (SKIPPED when the
-// first failing rank said Unimplemented, FAILED otherwise).
-bool AllOk(const absl::Status& local, Control& control, v1::Result* result) {
-  auto messages = control.AllGatherStrings(
-      local.ok() ? "" : (absl::IsUnimplemented(local) ? "U" : "E") + std::string(local.message()));
-  if (!messages.ok()) {
-    result->set_status(v1::FAILED);
-    result->mutable_failure()->set_reason(v1::BACKEND_ERROR);
-    result->mutable_failure()->set_rank(-1);
-    result->mutable_failure()->set_detail(messages.status().ToString());
-    return false;
-  }
-  for (size_t r = 0; r < messages->size(); ++r) {
-    const std::string& m = (*messages)[r];
-    if (m.empty()) continue;
-    bool skipped = m[0] == 'U';
-    result->set_status(skipped ? v1::SKIPPED : v1::FAILED);
-    v1::Failure* f = result->mutable_failure();
-    f->set_reason(skipped ? v1::REJECTED : v1::BACKEND_ERROR);
-    f->set_rank(static_cast<int>(r));
-    f->set_detail(m.substr(1));
-    return false;
-  }
-  return true;
-}
-
 double Median(std::vector<double> v) { return v.empty() ? 0 : Quantile(std::move(v), 0.5); }
 
 v1::Result RunBenchInner(const v1::Case& c, NodeBench& bench, Control& control) {
@@ -55,7 +28,7 @@ v1::Result RunBenchInner(const v1::Case& c, NodeBench& bench, Control& control) 
   result.set_wrong_elements(-1);
 
   auto setup = bench.Prepare(c);
-  if (!AllOk(setup.status(), control, &result)) return result;
+  if (!AllRanksOk(setup.status(), control, &result)) return result;
   result.mutable_case_()->set_method(setup->method);
 
   // What each rank does per operation, known to every rank.
@@ -71,7 +44,7 @@ v1::Result RunBenchInner(const v1::Case& c, NodeBench& bench, Control& control) 
                                 ceilings.status(), labels.status()}) {
     if (!s.ok() && gathered.ok()) gathered = s;
   }
-  if (!AllOk(gathered, control, &result)) return result;
+  if (!AllRanksOk(gathered, control, &result)) return result;
 
   // Labels from the active ranks: the first one's path and ceiling source,
   // every active rank's placement.
@@ -97,10 +70,10 @@ v1::Result RunBenchInner(const v1::Case& c, NodeBench& bench, Control& control) 
 
   if (c.verify()) {
     auto wrong = bench.Verify();
-    if (!AllOk(wrong.status(), control, &result)) return result;
+    if (!AllRanksOk(wrong.status(), control, &result)) return result;
     auto per_rank = control.AllGather(static_cast<double>(*wrong));
     auto err = control.Max(bench.rel_error());
-    if (!AllOk(per_rank.ok() ? err.status() : per_rank.status(), control, &result)) {
+    if (!AllRanksOk(per_rank.ok() ? err.status() : per_rank.status(), control, &result)) {
       return result;
     }
     int64_t total = 0;
@@ -133,7 +106,7 @@ v1::Result RunBenchInner(const v1::Case& c, NodeBench& bench, Control& control) 
     if (!t.ok() && local.ok()) local = t.status();
     auto all = control.AllGather(t.ok() ? *t : kFailed);
     if (!all.ok() || std::any_of(all->begin(), all->end(), [](double v) { return std::isinf(v); })) {
-      AllOk(all.ok() ? (local.ok() ? absl::InternalError("another rank failed") : local)
+      AllRanksOk(all.ok() ? (local.ok() ? absl::InternalError("another rank failed") : local)
                      : all.status(),
             control, &result);
       return std::nullopt;
@@ -195,6 +168,30 @@ v1::Result RunBenchInner(const v1::Case& c, NodeBench& bench, Control& control) 
 }
 
 }  // namespace
+
+bool AllRanksOk(const absl::Status& local, Control& control, v1::Result* result) {
+  auto messages = control.AllGatherStrings(
+      local.ok() ? "" : (absl::IsUnimplemented(local) ? "U" : "E") + std::string(local.message()));
+  if (!messages.ok()) {
+    result->set_status(v1::FAILED);
+    result->mutable_failure()->set_reason(v1::BACKEND_ERROR);
+    result->mutable_failure()->set_rank(-1);
+    result->mutable_failure()->set_detail(messages.status().ToString());
+    return false;
+  }
+  for (size_t r = 0; r < messages->size(); ++r) {
+    const std::string& m = (*messages)[r];
+    if (m.empty()) continue;
+    bool skipped = m[0] == 'U';
+    result->set_status(skipped ? v1::SKIPPED : v1::FAILED);
+    v1::Failure* f = result->mutable_failure();
+    f->set_reason(skipped ? v1::REJECTED : v1::BACKEND_ERROR);
+    f->set_rank(static_cast<int>(r));
+    f->set_detail(m.substr(1));
+    return false;
+  }
+  return true;
+}
 
 v1::Result SkippedBench(const v1::Case& c, int nranks, const std::string& why) {
   v1::Result result;

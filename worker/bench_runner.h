@@ -17,6 +17,12 @@ namespace ringmaster {
 // any rank gives a SKIPPED result with that rank's reason.
 v1::Result RunBench(const v1::Case& c, NodeBench& bench, Control& control);
 
+// Agrees across the ranks of `control` on a step that may fail: true when
+// every rank's `local` is OK; otherwise fills `result` from the first
+// failing rank (SKIPPED with its reason for Unimplemented, FAILED with
+// BACKEND_ERROR otherwise). Collective.
+bool AllRanksOk(const absl::Status& local, Control& control, v1::Result* result);
+
 // SKIPPED result for a case this launch cannot run (e.g. a cuda case on
 // host ranks), with `why` as the detail.
 v1::Result SkippedBench(const v1::Case& c, int nranks, const std::string& why);

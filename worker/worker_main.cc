@@ -25,6 +25,7 @@
 #include "absl/time/clock.h"
 #include "backends/host/host_backend.h"
 #include "backends/host/host_node_bench.h"
+#include "backends/host/host_trainer.h"
 #include "backends/host/mpi_control.h"
 #include "core/build_info.h"
 #include "core/faults.h"
@@ -34,6 +35,7 @@
 #include "spdlog/spdlog.h"
 #include "worker/bench_runner.h"
 #include "worker/case_runner.h"
+#include "worker/train_runner.h"
 #include "worker/coordinator_client.h"
 #ifdef RINGMASTER_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
@@ -131,6 +133,16 @@ class HeartbeatThread {
   absl::Notification stop_;
   std::thread thread_;
 };
+
+// MPI_Barrier that sleeps between polls (200 us): for ranks that only wait.
+void IdleBarrier(MPI_Comm comm) {
+  MPI_Request req;
+  if (MPI_Ibarrier(comm, &req) != MPI_SUCCESS) return;
+  int done = 0;
+  while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
+    absl::SleepFor(absl::Microseconds(200));
+  }
+}
 
 // Applies crash/exit/hang faults scheduled for case `seq` on `rank`.
 void MaybeInjectFault(const std::vector<Fault>& faults, int rank, int64_t seq) {
@@ -364,6 +376,20 @@ int Run(const RunArgs& args, int argc, char** argv) {
 #endif
   };
 
+  // Training (bench: train): one trainer per rank count, on that group.
+  std::map<int, std::unique_ptr<Trainer>> trainers;
+  auto run_train = [&](const v1::Case& c, int n, MPI_Comm comm, Control& group) -> v1::Result {
+    v1::Backend want = c.backend();
+    if (want == v1::BACKEND_AUTO) want = backend_name == "cuda" ? v1::BACKEND_CUDA : v1::BACKEND_HOST;
+    if (want == v1::BACKEND_CUDA) {
+      return SkippedBench(c, n, "GPU training steps are not built yet (issue 5): run with "
+                                "backend: host");
+    }
+    auto& t = trainers[n];
+    if (!t) t = std::make_unique<HostTrainer>(comm);
+    return RunTrain(c, *t, group);
+  };
+
   for (const v1::Case& c : job.cases()) {
     if (heartbeat.cancelled()) {
       spdlog::warn("rank {}: job cancelled by the coordinator", rank);
@@ -372,7 +398,7 @@ int Run(const RunArgs& args, int argc, char** argv) {
     MaybeInjectFault(*faults, rank, c.seq());
     const int n = c.nranks() > 0 ? c.nranks() : nranks;
     v1::Result result;
-    if (c.bench() != v1::BENCH_COLLECTIVE) {
+    if (c.bench() != v1::BENCH_COLLECTIVE && c.bench() != v1::BENCH_TRAIN) {
       result = run_bench(c);
     } else if (n > nranks) {
       *result.mutable_case_() = c;
@@ -386,13 +412,18 @@ int Run(const RunArgs& args, int argc, char** argv) {
       auto group = group_for(n);
       if (!group.ok()) return fail(kExitFailed, std::string(group.status().message()));
       Group* g = *group;
-      if (n == nranks) {
+      if (c.bench() == v1::BENCH_TRAIN) {
+        if (rank < n) result = run_train(c, n, n == nranks ? MPI_COMM_WORLD : g->comm,
+                                         n == nranks ? control : *g->control);
+      } else if (n == nranks) {
         result = RunCase(c, *backend, control);
       } else if (rank < n) {
         result = RunCase(c, *g->backend, *g->control);
       }
       result.set_comm_setup_s(g->setup_s);
-      if (n != nranks) control.Barrier().IgnoreError();  // non-members wait here
+      // Non-members wait here without spinning: a busy MPI barrier would
+      // take a core from the members on a shared host.
+      if (n != nranks) IdleBarrier(MPI_COMM_WORLD);
     }
     heartbeat.SetProgress(c.seq());
     if (rank != 0) continue;
@@ -430,6 +461,7 @@ int Run(const RunArgs& args, int argc, char** argv) {
     g.control.reset();
     if (g.comm != MPI_COMM_NULL) MPI_Comm_free(&g.comm);
   }
+  trainers.clear();
   cuda_bench.reset();
   host_bench.reset();
   backend.reset();

@@ -291,6 +291,10 @@ struct CudaNodeBench::Impl {
     ipc_ = false;
   }
 
+  // Destination slots for cases that use one: the current count when the
+  // size is unchanged (no reallocation), else 1.
+  int SlotsFor(int64_t size) const { return size == buf_size_ && buf_slots_ > 0 ? buf_slots_ : 1; }
+
   // Collective: every rank calls it with the same size and slots.
   absl::Status EnsureCopyBuffers(int64_t size, int slots) {
     if (size == buf_size_ && slots == buf_slots_) return absl::OkStatus();
@@ -704,7 +708,9 @@ struct CudaNodeBench::Impl {
       if (m == v1::COPY_ENGINE) {
         // Issue-to-completion time of one small host-to-device copy.
         if (auto s = EnsurePinned(std::max<int64_t>(c.size_bytes(), 8)); !s.ok()) return s;
-        if (auto s = EnsureCopyBuffers(std::max<int64_t>(c.size_bytes(), buf_size_), std::max(1, buf_slots_)); !s.ok()) return s;
+        // A small copy fits any buffer already there.
+        const int64_t size = std::max<int64_t>(c.size_bytes(), buf_size_);
+        if (auto s = EnsureCopyBuffers(size, SlotsFor(size)); !s.ok()) return s;
         if (auto s = EnsureStreams(1); !s.ok()) return s;
         if (setup_.active) {
           work_.emplace_back();
@@ -771,7 +777,7 @@ struct CudaNodeBench::Impl {
           "an SM copy needs host memory the GPU can address: use memory: pinned");
     }
     setup_.active = c.pattern() == v1::ALL_RANKS || rank_ == c.src_rank();
-    if (auto s = EnsureCopyBuffers(size, std::max(1, buf_slots_ > 0 && buf_size_ == size ? buf_slots_ : 1)); !s.ok()) return s;
+    if (auto s = EnsureCopyBuffers(size, SlotsFor(size)); !s.ok()) return s;
     uint8_t* host = nullptr;
     if (pinned) {
       if (auto s = EnsurePinned(2 * size); !s.ok()) return s;
@@ -807,7 +813,7 @@ struct CudaNodeBench::Impl {
 
   absl::Status PrepareLocalCopy(const v1::Case& c, v1::CopyMethod m) {
     const int64_t size = c.size_bytes();
-    if (auto s = EnsureCopyBuffers(size, std::max(1, buf_size_ == size ? buf_slots_ : 1)); !s.ok()) return s;
+    if (auto s = EnsureCopyBuffers(size, SlotsFor(size)); !s.ok()) return s;
     RM_CU(LaunchFillPattern(src_, size, Seed(c, rank_), nullptr));
     setup_.active = c.pattern() == v1::ALL_RANKS || rank_ == c.src_rank();
     if (setup_.active) {

@@ -1,13 +1,13 @@
 #include "backends/host/host_node_bench.h"
 
-#include <dlfcn.h>
-
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "backends/host/blas.h"
 #include "backends/host/mpi_control.h"
 #include "core/names.h"
 #include "core/placement.h"
@@ -26,34 +26,6 @@ constexpr int kTag = 4242;
 
 // The GEMM types the host backend computes (OpenBLAS sgemm).
 bool HostGemmType(v1::DataType t) { return t == v1::FLOAT32; }
-
-// cblas_sgemm, loaded at run time so the worker starts where no BLAS is
-// installed (the GEMM case is then skipped, with the reason). Declared by
-// hand from the CBLAS interface: CblasRowMajor = 101, CblasNoTrans = 111.
-using SgemmFn = void (*)(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                         const float* a, int lda, const float* b, int ldb, float beta, float* c,
-                         int ldc);
-constexpr int kCblasRowMajor = 101;
-constexpr int kCblasNoTrans = 111;
-
-SgemmFn LoadSgemm(int threads, std::string* from) {
-  for (const char* name : {"libopenblas.so.0", "libopenblas.so", "libblas.so.3"}) {
-    void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) continue;
-    if (void* fn = dlsym(lib, "cblas_sgemm")) {
-      *from = name;
-      // Ranks of one host share its cores: OpenBLAS's threads of an idle
-      // rank would otherwise spin against the busy one's.
-      if (auto set = reinterpret_cast<void (*)(int)>(dlsym(lib, "openblas_set_num_threads"))) {
-        set(threads);
-        *from += absl::StrFormat(", %d threads", threads);
-      }
-      return reinterpret_cast<SgemmFn>(fn);  // the library stays loaded
-    }
-    dlclose(lib);
-  }
-  return nullptr;
-}
 
 }  // namespace
 
@@ -93,6 +65,10 @@ absl::StatusOr<BenchSetup> HostNodeBench::Prepare(const v1::Case& c) {
         CopyMethodName(c.method())));
   }
   const int64_t size = c.size_bytes();
+  if ((c.bench() == v1::BENCH_P2P || c.bench() == v1::BENCH_LATENCY) && size > INT_MAX) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "MPI messages here are at most %d bytes (one MPI_Send count)", INT_MAX));
+  }
   switch (c.bench()) {
     case v1::BENCH_HOST_DEVICE:
       return absl::UnimplementedError("host<->device copies need GPUs");
@@ -146,13 +122,12 @@ absl::StatusOr<BenchSetup> HostNodeBench::Prepare(const v1::Case& c) {
             DataTypeName(c.dtype())));
       }
       if (sgemm_ == nullptr) {
-        MPI_Comm node;
-        MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
-        int local = 1;
-        MPI_Comm_size(node, &local);
-        MPI_Comm_free(&node);
-        int cores = static_cast<int>(std::thread::hardware_concurrency());
-        sgemm_ = reinterpret_cast<void*>(LoadSgemm(std::max(1, cores / std::max(1, local)), &blas_));
+        const int local = RanksOnHost(comm_);
+        const Blas* blas = LoadBlas();
+        if (blas != nullptr) {
+          sgemm_ = reinterpret_cast<void*>(blas->sgemm);
+          blas_ = ShareCores(*blas, local);
+        }
         if (sgemm_ == nullptr) {
           return absl::UnimplementedError(
               "no BLAS library with cblas_sgemm here (libopenblas.so.0, libblas.so.3)");

@@ -92,4 +92,17 @@ absl::Status MpiControl::Broadcast(void* data, int64_t bytes, int root) {
                   "MPI_Bcast", rank_);
 }
 
+int RanksOnHost(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm node;
+  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) != MPI_SUCCESS) {
+    return 1;
+  }
+  int local = 1;
+  MPI_Comm_size(node, &local);
+  MPI_Comm_free(&node);
+  return local;
+}
+
 }  // namespace ringmaster

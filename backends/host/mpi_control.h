@@ -33,6 +33,9 @@ class MpiControl : public Control {
 // Turns an MPI error code into a Status naming the call and the rank.
 absl::Status MpiError(int code, const char* call, int rank);
 
+// Ranks of `comm` on the caller's host (MPI_COMM_TYPE_SHARED). Collective.
+int RanksOnHost(MPI_Comm comm);
+
 // "Open MPI v4.1.4, ..." as MPI_Get_library_version prints it (first line).
 std::string MpiLibraryVersion();
 

@@ -1,0 +1,171 @@
+#include "backends/host/host_trainer.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "backends/host/blas.h"
+#include "backends/host/mpi_control.h"
+#include "core/names.h"
+#include "core/training.h"
+
+namespace ringmaster {
+namespace {
+
+double Now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+}
+
+#define RM_MPI(call)                                            \
+  do {                                                          \
+    int rc_ = (call);                                           \
+    if (rc_ != MPI_SUCCESS) return MpiError(rc_, #call, rank_); \
+  } while (0)
+
+}  // namespace
+
+HostTrainer::HostTrainer(MPI_Comm comm) : comm_(comm) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+absl::Status HostTrainer::Prepare(const v1::Case& c, int64_t batch, int64_t first_sample) {
+  if (c.dtype() != v1::FLOAT32) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "the host backend trains in float32 (OpenBLAS); %s needs GPUs",
+        DataTypeName(c.dtype())));
+  }
+  const int local = RanksOnHost(comm_);
+  const Blas* blas = LoadBlas();
+  if (blas == nullptr) {
+    return absl::UnimplementedError("no BLAS library with cblas_sgemm here (libopenblas.so.0)");
+  }
+  describe_ = "cpu (" + ShareCores(*blas, local) + ")";
+  spec_ = c.train();
+  batch_ = batch;
+  step_ = 0;
+  const int L = spec_.layers();
+  const int64_t H = spec_.hidden();
+  w_.resize(L * H * H);
+  for (int l = 0; l < L; ++l) {
+    for (int64_t r = 0; r < H; ++r) {
+      for (int64_t k = 0; k < H; ++k) w_[(l * H + r) * H + k] = TrainWeight(l, r, k, H);
+    }
+  }
+  grad_.assign(L * H * H, 0.f);
+  m_.assign(spec_.optimizer() == "adam" ? L * H * H : 0, 0.f);
+  v_ = m_;
+  a_.assign(L + 1, std::vector<float>(batch * H));
+  z_.assign(L, std::vector<float>(batch * H));
+  for (int64_t s = 0; s < batch; ++s) {
+    for (int64_t f = 0; f < H; ++f) a_[0][s * H + f] = TrainInput(first_sample + s, f);
+  }
+  da_.resize(batch * H);
+  dz_.resize(batch * H);
+  buckets_ = GradientBuckets(L, H * H * static_cast<int64_t>(sizeof(float)), spec_.bucket_bytes());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepTiming> HostTrainer::Step() {
+  const Blas* blas = LoadBlas();
+  const int L = spec_.layers();
+  const int H = static_cast<int>(spec_.hidden());
+  const int B = static_cast<int>(batch_);
+  StepTiming t;
+  const double t0 = Now();
+  // compute_s sums the work intervals only (GEMMs, element-wise passes,
+  // optimizer), not MPI calls: measured apart from the step's wall time.
+  double work_from = t0;
+  auto work_end = [&] { t.compute_s += Now() - work_from; };
+  auto work_begin = [&] { work_from = Now(); };
+  // Forward: z = a W^T, a' = GELU(z).
+  for (int l = 0; l < L; ++l) {
+    blas->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasTrans, B, H, H, 1.0f, a_[l].data(), H,
+                &w_[static_cast<int64_t>(l) * H * H], H, 0.0f, z_[l].data(), H);
+    for (int64_t i = 0; i < static_cast<int64_t>(B) * H; ++i) {
+      a_[l + 1][i] = static_cast<float>(Gelu(z_[l][i]));
+    }
+  }
+  double loss = 0;
+  for (float x : a_[L]) loss += static_cast<double>(x) * x;
+  const double count = static_cast<double>(B) * H;
+  t.loss = loss / count;
+  for (int64_t i = 0; i < static_cast<int64_t>(B) * H; ++i) {
+    da_[i] = static_cast<float>(2.0 * a_[L][i] / count);
+  }
+  // Backward, last layer first; a bucket's all-reduce starts once its last
+  // layer's gradient exists (with overlap), progressed between layers.
+  std::vector<MPI_Request> reqs;
+  double comm_busy_from = 0;
+  size_t next_bucket = 0;
+  auto start_bucket = [&](const std::vector<int>& bucket) -> absl::Status {
+    int lo = *std::min_element(bucket.begin(), bucket.end());
+    int64_t n = static_cast<int64_t>(bucket.size()) * H * H;
+    reqs.emplace_back();
+    RM_MPI(MPI_Iallreduce(MPI_IN_PLACE, &grad_[static_cast<int64_t>(lo) * H * H],
+                          static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, &reqs.back()));
+    if (comm_busy_from == 0) comm_busy_from = Now();
+    return absl::OkStatus();
+  };
+  for (int l = L - 1; l >= 0; --l) {
+    for (int64_t i = 0; i < static_cast<int64_t>(B) * H; ++i) {
+      dz_[i] = static_cast<float>(da_[i] * GeluGrad(z_[l][i]));
+    }
+    // dW[out][in] = sum_s dz[s][out] a[s][in]: dz^T a.
+    blas->sgemm(kCblasRowMajor, kCblasTrans, kCblasNoTrans, H, H, B, 1.0f, dz_.data(), H,
+                a_[l].data(), H, 0.0f, &grad_[static_cast<int64_t>(l) * H * H], H);
+    if (l > 0) {
+      // da[s][in] = sum_out dz[s][out] W[out][in]: dz W.
+      blas->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasNoTrans, B, H, H, 1.0f, dz_.data(), H,
+                  &w_[static_cast<int64_t>(l) * H * H], H, 0.0f, da_.data(), H);
+    }
+    work_end();
+    if (size_ > 1 && spec_.overlap()) {
+      const double comm_from = Now();
+      while (next_bucket < buckets_.size() &&
+             *std::min_element(buckets_[next_bucket].begin(), buckets_[next_bucket].end()) == l) {
+        if (auto s = start_bucket(buckets_[next_bucket++]); !s.ok()) return s;
+      }
+      for (auto& r : reqs) {  // progress the ones in flight
+        int done = 0;
+        RM_MPI(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+      }
+      t.comm_in_backward_s += Now() - comm_from;
+    }
+    if (l > 0) work_begin();
+  }
+  t.backward_end_at = Now();
+  if (size_ > 1) {
+    while (next_bucket < buckets_.size()) {
+      if (auto s = start_bucket(buckets_[next_bucket++]); !s.ok()) return s;
+    }
+    RM_MPI(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE));
+  }
+  t.comm_done_at = Now();
+  t.comm_busy_s = comm_busy_from > 0 ? t.comm_done_at - comm_busy_from : 0;
+  // Optimizer on the averaged gradient.
+  work_begin();
+  const float inv = 1.0f / static_cast<float>(size_);
+  const float lr = static_cast<float>(spec_.lr());
+  ++step_;
+  if (spec_.optimizer() == "adam") {
+    const double c1 = 1 - std::pow(0.9, step_), c2 = 1 - std::pow(0.999, step_);
+    for (size_t k = 0; k < w_.size(); ++k) {
+      const float g = grad_[k] * inv;
+      m_[k] = 0.9f * m_[k] + 0.1f * g;
+      v_[k] = 0.999f * v_[k] + 0.001f * g * g;
+      w_[k] -= static_cast<float>(lr * (m_[k] / c1) / (std::sqrt(v_[k] / c2) + 1e-8));
+    }
+  } else {
+    for (size_t k = 0; k < w_.size(); ++k) w_[k] -= lr * grad_[k] * inv;
+  }
+  work_end();
+  t.step_s = Now() - t0;
+  return t;
+}
+
+}  // namespace ringmaster

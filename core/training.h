@@ -1,0 +1,56 @@
+// The data-parallel training benchmark's model, data and arithmetic
+// (issue 5), independent of any backend: deterministic inputs and weights,
+// GELU, FLOP counts, gradient buckets, scaling efficiency, and a float64
+// reference of the whole step for the numerical checks.
+//
+// Model: L bias-free Linear(H, H) layers each followed by GELU (exact, erf
+// form); loss = mean(out^2) over the global batch; SGD or Adam.
+#ifndef RINGMASTER_CORE_TRAINING_H_
+#define RINGMASTER_CORE_TRAINING_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ringmaster {
+
+struct MlpShape {
+  int layers = 0;
+  int64_t hidden = 0;
+  int64_t batch = 0;  // samples in this computation
+};
+
+// Input feature `f` of global sample `s`: a hash in [-1, 1).
+float TrainInput(int64_t s, int64_t f);
+// Weight (row r, column c) of `layer`: uniform in [-sqrt(3/H), sqrt(3/H)),
+// unit variance through a layer.
+float TrainWeight(int layer, int64_t r, int64_t c, int64_t hidden);
+
+double Gelu(double x);
+double GeluGrad(double x);
+
+// Forward + backward GEMM FLOPs of one step: 6 * B * H^2 * L (forward 2,
+// backward 4 per multiply-add pair); forward only: 2 * B * H^2 * L.
+double TrainStepFlops(const MlpShape& s);
+double ForwardFlops(const MlpShape& s);
+
+// Gradient buckets in the order backward produces them (last layer
+// first): consecutive layers while the bucket stays within `cap_bytes`; a
+// layer larger than the cap is a bucket of its own (as DDP does).
+std::vector<std::vector<int>> GradientBuckets(int layers, int64_t bytes_per_layer,
+                                              int64_t cap_bytes);
+
+// Weak scaling: T(1) / T(n); strong scaling: T(1) / (n * T(n)).
+double WeakEfficiency(double t1, double tn);
+double StrongEfficiency(double t1, double tn, int n);
+
+// Global loss after each of `steps` optimizer steps (index 0: the loss of
+// the first forward, before any update), computed in float64 on the whole
+// global batch of `shape.batch` samples (samples 0 .. batch-1). `optimizer`
+// is "sgd" or "adam" (beta1 0.9, beta2 0.999, eps 1e-8).
+std::vector<double> ReferenceLosses(const MlpShape& shape, const std::string& optimizer,
+                                    double lr, int steps);
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_CORE_TRAINING_H_
