@@ -3,6 +3,8 @@
 #ifndef RINGMASTER_BACKENDS_TRAINER_H_
 #define RINGMASTER_BACKENDS_TRAINER_H_
 
+#include <time.h>
+
 #include <string>
 
 #include "absl/status/status.h"
@@ -10,6 +12,13 @@
 #include "ringmaster/v1/plan.pb.h"
 
 namespace ringmaster {
+
+// CLOCK_MONOTONIC in seconds: the clock StepTiming's *_at use.
+inline double MonotonicSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+}
 
 // One step on this rank. Times are seconds; *_at are CLOCK_MONOTONIC
 // readings (comparable between ranks of one host).

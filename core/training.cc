@@ -3,34 +3,6 @@
 #include <cmath>
 
 namespace ringmaster {
-namespace {
-
-uint32_t Mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return static_cast<uint32_t>(x);
-}
-
-float Unit(uint64_t key) {  // [-1, 1)
-  return static_cast<float>(Mix(key) >> 8) / 8388608.0f - 1.0f;
-}
-
-}  // namespace
-
-float TrainInput(int64_t s, int64_t f) {
-  return Unit((static_cast<uint64_t>(s) << 24) ^ static_cast<uint64_t>(f) ^ 0x5151000000000000ULL);
-}
-
-float TrainWeight(int layer, int64_t r, int64_t c, int64_t hidden) {
-  const float scale = std::sqrt(3.0f / static_cast<float>(hidden));
-  uint64_t key = (static_cast<uint64_t>(layer) << 48) ^ (static_cast<uint64_t>(r) << 24) ^
-                 static_cast<uint64_t>(c) ^ 0xA11CE00000000000ULL;
-  return scale * Unit(key);
-}
-
 double Gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 
 double GeluGrad(double x) {

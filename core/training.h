@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "core/train_data.h"
+
 namespace ringmaster {
 
 struct MlpShape {
@@ -20,11 +22,8 @@ struct MlpShape {
   int64_t batch = 0;  // samples in this computation
 };
 
-// Input feature `f` of global sample `s`: a hash in [-1, 1).
-float TrainInput(int64_t s, int64_t f);
-// Weight (row r, column c) of `layer`: uniform in [-sqrt(3/H), sqrt(3/H)),
-// unit variance through a layer.
-float TrainWeight(int layer, int64_t r, int64_t c, int64_t hidden);
+// TrainInput and TrainWeight (the data and initial weights) are in
+// core/train_data.h, shared with the CUDA kernels.
 
 double Gelu(double x);
 double GeluGrad(double x);

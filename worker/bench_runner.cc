@@ -205,6 +205,13 @@ v1::Result SkippedBench(const v1::Case& c, int nranks, const std::string& why) {
   return result;
 }
 
+v1::Result FailedBench(const v1::Case& c, int nranks, const absl::Status& why) {
+  v1::Result r = SkippedBench(c, nranks, std::string(why.message()));
+  r.set_status(v1::FAILED);
+  r.mutable_failure()->set_reason(v1::BACKEND_ERROR);
+  return r;
+}
+
 v1::Result RunBench(const v1::Case& c, NodeBench& bench, Control& control) {
   const auto wall_start = std::chrono::steady_clock::now();
   v1::Result result = RunBenchInner(c, bench, control);

@@ -27,6 +27,9 @@ bool AllRanksOk(const absl::Status& local, Control& control, v1::Result* result)
 // host ranks), with `why` as the detail.
 v1::Result SkippedBench(const v1::Case& c, int nranks, const std::string& why);
 
+// FAILED result (BACKEND_ERROR) for a case whose backend could not be set up.
+v1::Result FailedBench(const v1::Case& c, int nranks, const absl::Status& why);
+
 }  // namespace ringmaster
 
 #endif  // RINGMASTER_WORKER_BENCH_RUNNER_H_

@@ -40,6 +40,7 @@
 #ifdef RINGMASTER_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_node_bench.h"
+#include "backends/cuda/cuda_trainer.h"
 #endif
 
 extern char** environ;
@@ -348,9 +349,13 @@ int Run(const RunArgs& args, int argc, char** argv) {
   // Node benchmarks (bench != collective): created on first use, by every
   // rank (every rank walks the same cases).
   std::unique_ptr<NodeBench> host_bench, cuda_bench;
+  // A case's backend: its own, or the launch's for `auto`.
+  auto backend_of = [&](const v1::Case& c) {
+    if (c.backend() != v1::BACKEND_AUTO) return c.backend();
+    return backend_name == "cuda" ? v1::BACKEND_CUDA : v1::BACKEND_HOST;
+  };
   auto run_bench = [&](const v1::Case& c) -> v1::Result {
-    v1::Backend want = c.backend();
-    if (want == v1::BACKEND_AUTO) want = backend_name == "cuda" ? v1::BACKEND_CUDA : v1::BACKEND_HOST;
+    const v1::Backend want = backend_of(c);
     if (want == v1::BACKEND_HOST) {
       if (!host_bench) host_bench = std::make_unique<HostNodeBench>(MPI_COMM_WORLD, *faults);
       return RunBench(c, *host_bench, control);
@@ -361,13 +366,7 @@ int Run(const RunArgs& args, int argc, char** argv) {
 #ifdef RINGMASTER_HAVE_CUDA
     if (!cuda_bench) {
       auto created = CudaNodeBench::Create(control, local_rank % std::max(1, GpuCount()));
-      if (!created.ok()) {
-        v1::Result r = SkippedBench(c, nranks, "");
-        r.set_status(v1::FAILED);
-        r.mutable_failure()->set_reason(v1::BACKEND_ERROR);
-        r.mutable_failure()->set_detail(std::string(created.status().message()));
-        return r;
-      }
+      if (!created.ok()) return FailedBench(c, nranks, created.status());
       cuda_bench = std::move(*created);
     }
     return RunBench(c, *cuda_bench, control);
@@ -377,15 +376,22 @@ int Run(const RunArgs& args, int argc, char** argv) {
   };
 
   // Training (bench: train): one trainer per rank count, on that group.
-  std::map<int, std::unique_ptr<Trainer>> trainers;
+  std::map<std::pair<int, bool>, std::unique_ptr<Trainer>> trainers;  // (ranks, cuda)
   auto run_train = [&](const v1::Case& c, int n, MPI_Comm comm, Control& group) -> v1::Result {
-    v1::Backend want = c.backend();
-    if (want == v1::BACKEND_AUTO) want = backend_name == "cuda" ? v1::BACKEND_CUDA : v1::BACKEND_HOST;
-    if (want == v1::BACKEND_CUDA) {
-      return SkippedBench(c, n, "GPU training steps are not built yet (issue 5): run with "
-                                "backend: host");
+    const bool cuda = backend_of(c) == v1::BACKEND_CUDA;
+    if (cuda && backend_name != "cuda") {
+      return SkippedBench(c, n, "a GPU case (backend: cuda) in a launch on host ranks");
     }
-    auto& t = trainers[n];
+    auto& t = trainers[{n, cuda}];
+    if (!t && cuda) {
+#ifdef RINGMASTER_HAVE_CUDA
+      auto created = CudaTrainer::Create(group, local_rank % std::max(1, GpuCount()));
+      if (!created.ok()) return FailedBench(c, n, created.status());
+      t = std::move(*created);
+#else
+      return SkippedBench(c, n, "this worker was built without the CUDA backend");
+#endif
+    }
     if (!t) t = std::make_unique<HostTrainer>(comm);
     return RunTrain(c, *t, group);
   };

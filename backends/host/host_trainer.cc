@@ -1,6 +1,5 @@
 #include "backends/host/host_trainer.h"
 
-#include <time.h>
 
 #include <algorithm>
 #include <cmath>
@@ -14,11 +13,7 @@
 namespace ringmaster {
 namespace {
 
-double Now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
-}
+double Now() { return MonotonicSeconds(); }
 
 #define RM_MPI(call)                                            \
   do {                                                          \

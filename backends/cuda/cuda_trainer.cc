@@ -1,0 +1,338 @@
+#include "backends/cuda/cuda_trainer.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "core/names.h"
+#include "core/training.h"
+#include "kernels/train_kernels.h"
+
+namespace ringmaster {
+namespace {
+
+double Now() { return MonotonicSeconds(); }
+
+absl::Status CudaErr(cudaError_t e, const char* what, int rank) {
+  if (e == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(absl::StrFormat("rank %d: %s: %s", rank, what, cudaGetErrorString(e)));
+}
+#define RM_CU(expr)                                                     \
+  do {                                                                  \
+    if (absl::Status s_ = CudaErr((expr), #expr, rank_); !s_.ok()) return s_; \
+  } while (0)
+#define RM_LT(expr)                                                                          \
+  do {                                                                                       \
+    cublasStatus_t st_ = (expr);                                                             \
+    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                      \
+      return absl::InternalError(absl::StrFormat("rank %d: %s: cuBLAS status %d", rank_, #expr, \
+                                                 static_cast<int>(st_)));                    \
+    }                                                                                        \
+  } while (0)
+#define RM_NC(expr)                                                                        \
+  do {                                                                                     \
+    ncclResult_t r_ = (expr);                                                              \
+    if (r_ != ncclSuccess) {                                                               \
+      return absl::InternalError(absl::StrFormat("rank %d: %s: %s", rank_, #expr,          \
+                                                 ncclGetErrorString(r_)));                 \
+    }                                                                                      \
+  } while (0)
+
+// One cuBLASLt GEMM configuration (bf16 in/out, fp32 accumulation).
+struct Gemm {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  void Destroy() {
+    if (desc) cublasLtMatmulDescDestroy(desc);
+    for (auto* l : {&a, &b, &d}) {
+      if (*l) cublasLtMatrixLayoutDestroy(*l);
+      *l = nullptr;
+    }
+    desc = nullptr;
+  }
+};
+
+}  // namespace
+
+struct CudaTrainer::Impl {
+  Control& control;
+  int rank_ = 0, size_ = 1, device_ = 0;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t compute_ = nullptr, comm_stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_size_ = 64ull << 20;
+
+  v1::TrainSpec spec_;
+  int64_t batch_ = 0;
+  int step_ = 0;
+  size_t elem_ = 2;  // bf16
+  void* w_ = nullptr;
+  void* g_ = nullptr;
+  float* m_ = nullptr;
+  float* v_ = nullptr;
+  std::vector<void*> a_, z_;
+  void* da_ = nullptr;
+  void* dz_ = nullptr;
+  double* loss_ = nullptr;
+  Gemm fwd_, dw_, dx_;
+  std::vector<std::vector<int>> buckets_;
+  cudaEvent_t start_ = nullptr, bwd_end_ = nullptr, joined_ = nullptr, end_ = nullptr,
+              comm_first_ = nullptr;
+  std::vector<cudaEvent_t> bucket_ready_;
+  cudaEvent_t comm_done_ = nullptr;
+
+  explicit Impl(Control& c) : control(c) {}
+  ~Impl() {
+    cudaSetDevice(device_);
+    cudaDeviceSynchronize();
+    Free();
+    for (auto e : {start_, bwd_end_, joined_, end_, comm_first_, comm_done_}) {
+      if (e) cudaEventDestroy(e);
+    }
+    for (auto e : bucket_ready_) cudaEventDestroy(e);
+    if (comm_) ncclCommDestroy(comm_);
+    if (lt_) cublasLtDestroy(lt_);
+    cudaFree(workspace_);
+    if (compute_) cudaStreamDestroy(compute_);
+    if (comm_stream_) cudaStreamDestroy(comm_stream_);
+  }
+
+  void Free() {
+    for (Gemm* g : {&fwd_, &dw_, &dx_}) g->Destroy();
+    for (void* p : a_) cudaFree(p);
+    for (void* p : z_) cudaFree(p);
+    a_.clear();
+    z_.clear();
+    for (void** p : {&w_, &g_, &da_, &dz_}) {
+      cudaFree(*p);
+      *p = nullptr;
+    }
+    cudaFree(m_);
+    cudaFree(v_);
+    cudaFree(loss_);
+    m_ = v_ = nullptr;
+    loss_ = nullptr;
+  }
+
+  absl::Status Init() {
+    rank_ = control.rank();
+    size_ = control.size();
+    RM_CU(cudaSetDevice(device_));
+    int lo = 0, hi = 0;
+    RM_CU(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+    RM_CU(cudaStreamCreateWithPriority(&compute_, cudaStreamNonBlocking, lo));
+    // The all-reduce's kernels are scheduled ahead of backward's when both wait.
+    RM_CU(cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, hi));
+    for (auto* e : {&start_, &bwd_end_, &joined_, &end_, &comm_first_, &comm_done_}) {
+      RM_CU(cudaEventCreate(e));
+    }
+    RM_LT(cublasLtCreate(&lt_));
+    RM_CU(cudaMalloc(&workspace_, workspace_size_));
+    if (size_ > 1) {
+      ncclUniqueId id;
+      if (rank_ == 0) RM_NC(ncclGetUniqueId(&id));
+      if (auto s = control.Broadcast(&id, sizeof id, 0); !s.ok()) return s;
+      RM_NC(ncclCommInitRank(&comm_, size_, id, rank_));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status MakeGemm(Gemm* g, cublasOperation_t ta, cublasOperation_t tb, int64_t m,
+                        int64_t n, int64_t k, int64_t rows_a, int64_t cols_a, int64_t rows_b,
+                        int64_t cols_b) {
+    RM_LT(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    RM_LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    RM_LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    RM_LT(cublasLtMatrixLayoutCreate(&g->a, CUDA_R_16BF, rows_a, cols_a, rows_a));
+    RM_LT(cublasLtMatrixLayoutCreate(&g->b, CUDA_R_16BF, rows_b, cols_b, rows_b));
+    RM_LT(cublasLtMatrixLayoutCreate(&g->d, CUDA_R_16BF, m, n, m));
+    cublasLtMatmulPreference_t pref;
+    RM_LT(cublasLtMatmulPreferenceCreate(&pref));
+    RM_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                               &workspace_size_, sizeof workspace_size_));
+    cublasLtMatmulHeuristicResult_t res[1];
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_, g->desc, g->a, g->b, g->d, g->d, pref,
+                                                       1, res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+      return absl::UnimplementedError(absl::StrFormat("cuBLASLt has no bf16 algorithm for %dx%dx%d", m, n, k));
+    }
+    g->algo = res[0].algo;
+    return absl::OkStatus();
+  }
+
+  absl::Status Run(const Gemm& g, const void* a, const void* b, void* d) {
+    const float alpha = 1.0f, beta = 0.0f;
+    RM_LT(cublasLtMatmul(lt_, g.desc, &alpha, a, g.a, b, g.b, &beta, d, g.d, d, g.d, &g.algo,
+                         workspace_, workspace_size_, compute_));
+    return absl::OkStatus();
+  }
+
+  void* W(int l) const { return static_cast<char*>(w_) + static_cast<int64_t>(l) * Layer(); }
+  void* G(int l) const { return static_cast<char*>(g_) + static_cast<int64_t>(l) * Layer(); }
+  int64_t Layer() const { return spec_.hidden() * spec_.hidden() * static_cast<int64_t>(elem_); }
+
+  absl::Status Prepare(const v1::Case& c, int64_t batch, int64_t first_sample) {
+    if (c.dtype() != v1::BFLOAT16) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "the GPU trainer computes in bfloat16 so far; %s is not built yet", DataTypeName(c.dtype())));
+    }
+    RM_CU(cudaSetDevice(device_));
+    RM_CU(cudaDeviceSynchronize());
+    Free();
+    spec_ = c.train();
+    batch_ = batch;
+    step_ = 0;
+    const int L = spec_.layers();
+    const int64_t H = spec_.hidden(), B = batch;
+    const bool adam = spec_.optimizer() == "adam";
+    // Memory: weights, gradients, (Adam moments), L+1 activations, L
+    // pre-activations, two gradient buffers.
+    const double need = 2.0 * L * Layer() + (adam ? 2.0 * L * H * H * 4 : 0) +
+                        (2.0 * L + 3) * B * H * elem_ + workspace_size_;
+    size_t free_b = 0, total_b = 0;
+    RM_CU(cudaMemGetInfo(&free_b, &total_b));
+    if (need > 0.95 * free_b) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "out of memory: the step needs %.1f GiB, %.1f GiB are free", need / (1 << 30),
+          free_b / double(1 << 30)));
+    }
+    RM_CU(cudaMalloc(&w_, L * Layer()));
+    RM_CU(cudaMalloc(&g_, L * Layer()));
+    if (adam) {
+      RM_CU(cudaMalloc(&m_, L * H * H * sizeof(float)));
+      RM_CU(cudaMalloc(&v_, L * H * H * sizeof(float)));
+      RM_CU(cudaMemset(m_, 0, L * H * H * sizeof(float)));
+      RM_CU(cudaMemset(v_, 0, L * H * H * sizeof(float)));
+    }
+    a_.assign(L + 1, nullptr);
+    z_.assign(L, nullptr);
+    for (auto& p : a_) RM_CU(cudaMalloc(&p, B * H * elem_));
+    for (auto& p : z_) RM_CU(cudaMalloc(&p, B * H * elem_));
+    RM_CU(cudaMalloc(&da_, B * H * elem_));
+    RM_CU(cudaMalloc(&dz_, B * H * elem_));
+    RM_CU(cudaMalloc(&loss_, sizeof(double)));
+    RM_CU(LaunchTrainInitWeights(w_, L, H, compute_));
+    RM_CU(LaunchTrainInitInputs(a_[0], B, H, first_sample, compute_));
+    // Column-major views: activations are H x B, weights (and gradients)
+    // H_in x H_out, both with leading dimension H.
+    // forward  Z = W'^T A        (m H, n B, k H)
+    // dW       G = A dZ^T        (m H, n H, k B)
+    // dA       dA = W' dZ        (m H, n B, k H)
+    if (auto s = MakeGemm(&fwd_, CUBLAS_OP_T, CUBLAS_OP_N, H, B, H, H, H, H, B); !s.ok()) return s;
+    if (auto s = MakeGemm(&dw_, CUBLAS_OP_N, CUBLAS_OP_T, H, H, B, H, B, H, B); !s.ok()) return s;
+    if (auto s = MakeGemm(&dx_, CUBLAS_OP_N, CUBLAS_OP_N, H, B, H, H, H, H, B); !s.ok()) return s;
+    buckets_ = GradientBuckets(L, Layer(), spec_.bucket_bytes());
+    while (bucket_ready_.size() < buckets_.size()) {
+      cudaEvent_t e;
+      RM_CU(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      bucket_ready_.push_back(e);
+    }
+    RM_CU(cudaStreamSynchronize(compute_));
+    return absl::OkStatus();
+  }
+
+  absl::Status AllReduceBucket(size_t k, bool first) {
+    const std::vector<int>& b = buckets_[k];
+    int lo = b.back();  // backward order: the bucket's last layer is its lowest
+    RM_CU(cudaEventRecord(bucket_ready_[k], compute_));
+    RM_CU(cudaStreamWaitEvent(comm_stream_, bucket_ready_[k], 0));
+    if (first) RM_CU(cudaEventRecord(comm_first_, comm_stream_));
+    const size_t count = b.size() * spec_.hidden() * spec_.hidden();
+    RM_NC(ncclAllReduce(G(lo), G(lo), count, ncclBfloat16, ncclSum, comm_, comm_stream_));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<StepTiming> Step() {
+    RM_CU(cudaSetDevice(device_));
+    const int L = spec_.layers();
+    const int64_t H = spec_.hidden(), B = batch_, n = B * H;
+    StepTiming t;
+    RM_CU(cudaMemsetAsync(loss_, 0, sizeof(double), compute_));
+    const double host_start = Now();
+    RM_CU(cudaEventRecord(start_, compute_));
+    for (int l = 0; l < L; ++l) {
+      if (auto s = Run(fwd_, W(l), a_[l], z_[l]); !s.ok()) return s;
+      RM_CU(LaunchGeluForward(z_[l], a_[l + 1], n, compute_));
+    }
+    RM_CU(LaunchLossGrad(a_[L], da_, n, static_cast<double>(n), loss_, compute_));
+    const bool dp = size_ > 1;
+    size_t next = 0;
+    for (int l = L - 1; l >= 0; --l) {
+      RM_CU(LaunchGeluBackward(da_, z_[l], dz_, n, compute_));
+      if (auto s = Run(dw_, a_[l], dz_, G(l)); !s.ok()) return s;
+      if (l > 0) {
+        if (auto s = Run(dx_, W(l), dz_, da_); !s.ok()) return s;
+      }
+      if (dp && spec_.overlap()) {
+        while (next < buckets_.size() && buckets_[next].back() == l) {
+          if (auto s = AllReduceBucket(next, next == 0); !s.ok()) return s;
+          ++next;
+        }
+      }
+    }
+    RM_CU(cudaEventRecord(bwd_end_, compute_));
+    if (dp) {
+      while (next < buckets_.size()) {
+        if (auto s = AllReduceBucket(next, next == 0); !s.ok()) return s;
+        ++next;
+      }
+      RM_CU(cudaEventRecord(comm_done_, comm_stream_));
+      RM_CU(cudaStreamWaitEvent(compute_, comm_done_, 0));
+    }
+    RM_CU(cudaEventRecord(joined_, compute_));
+    ++step_;
+    const float scale = 1.0f / static_cast<float>(size_);
+    const float lr = static_cast<float>(spec_.lr());
+    if (spec_.optimizer() == "adam") {
+      const float c1 = 1.0f - std::pow(0.9f, step_), c2 = 1.0f - std::pow(0.999f, step_);
+      RM_CU(LaunchAdam(w_, g_, m_, v_, L * H * H, lr, scale, c1, c2, compute_));
+    } else {
+      RM_CU(LaunchSgd(w_, g_, L * H * H, lr, scale, compute_));
+    }
+    RM_CU(cudaEventRecord(end_, compute_));
+    RM_CU(cudaEventSynchronize(end_));
+    double loss = 0;
+    RM_CU(cudaMemcpy(&loss, loss_, sizeof loss, cudaMemcpyDeviceToHost));
+    auto ms = [](cudaEvent_t a, cudaEvent_t b) {
+      float v = 0;
+      cudaEventElapsedTime(&v, a, b);
+      return v / 1e3;
+    };
+    t.step_s = ms(start_, end_);
+    const double to_bwd = ms(start_, bwd_end_), to_joined = ms(start_, joined_);
+    t.compute_s = to_bwd + (t.step_s - to_joined);
+    t.backward_end_at = host_start + to_bwd;
+    t.comm_done_at = host_start + to_joined;
+    t.comm_busy_s = dp ? ms(comm_first_, comm_done_) : 0;
+    t.loss = loss / static_cast<double>(n);
+    return t;
+  }
+};
+
+CudaTrainer::CudaTrainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaTrainer::~CudaTrainer() = default;
+
+absl::StatusOr<std::unique_ptr<CudaTrainer>> CudaTrainer::Create(Control& control, int device) {
+  auto impl = std::make_unique<Impl>(control);
+  impl->device_ = device;
+  if (absl::Status s = impl->Init(); !s.ok()) return s;
+  return std::unique_ptr<CudaTrainer>(new CudaTrainer(std::move(impl)));
+}
+absl::Status CudaTrainer::Prepare(const v1::Case& c, int64_t batch, int64_t first) {
+  return impl_->Prepare(c, batch, first);
+}
+absl::StatusOr<StepTiming> CudaTrainer::Step() { return impl_->Step(); }
+std::string CudaTrainer::Describe() const {
+  return absl::StrFormat("cuda (cuBLASLt bf16, NCCL buckets on a %s stream)",
+                         impl_->size_ > 1 ? "high-priority" : "(unused)");
+}
+
+}  // namespace ringmaster

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Issue 5's figures from Ringmaster's JSON Lines (one or more runs; the
+faster run's step per configuration) and the PyTorch JSON of torch_ddp.py:
+1-GPU step ratio vs PyTorch, 2-GPU weak-scaling efficiency, 2-GPU step ratio
+vs the fastest DDP bucket variant."""
+import argparse
+import json
+
+
+def steps(paths):
+    best = {}
+    for path in paths:
+        for line in open(path):
+            r = json.loads(line)
+            c = r["case"]
+            if c.get("bench") != "BENCH_TRAIN" or r["status"] != "OK":
+                continue
+            t = c["train"]
+            key = (int(t["layers"]), int(t["hidden"]), int(t["batch"]), bool(t.get("overlap")),
+                   r["nranks"], c.get("variant") or "default")
+            v = r["stats"]["median_s"]
+            if key not in best or v < best[key]["step_s"]:
+                best[key] = {"step_s": v, "train": r["train"]}
+    return best
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--ringmaster", nargs="+", required=True)
+    p.add_argument("--torch1")
+    p.add_argument("--ddp2")
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+    rm = steps(a.ringmaster)
+    t1 = {}
+    ddp = {}
+    if a.torch1:
+        for r in json.load(open(a.torch1))["results"]:
+            t1[(r["L"], r["H"], r["B"])] = r["step_s"]
+    if a.ddp2:
+        for r in json.load(open(a.ddp2))["results"]:
+            ddp.setdefault((r["L"], r["H"], r["B"]), {})[r["ddp"]] = r["step_s"]
+    s = {}
+    for (L, H, B) in [(8, 8192, 4096), (8, 4096, 512)]:
+        tag = "dp_L%d_H%d_B%d" % (L, H, B)
+        one = rm.get((L, H, B, True, 1, "default"))
+        two = rm.get((L, H, B, True, 2, "default"))
+        two_no = rm.get((L, H, B, False, 2, "default"))
+        for (l2, h2, b2, ov, n, var), v in rm.items():
+            if (l2, h2, b2) == (L, H, B) and var != "default" and ov and n == 2:
+                s["%s_step2_ms_%s" % ("dp_L%d_H%d_B%d" % (L, H, B), var)] = round(v["step_s"] * 1e3, 3)
+                one_v = rm.get((L, H, B, True, 1, var))
+                if one_v:
+                    s["%s_weak_eff_2gpu_%s" % ("dp_L%d_H%d_B%d" % (L, H, B), var)] = round(
+                        one_v["step_s"] / v["step_s"], 4)
+        if one:
+            s[tag + "_step1_ms"] = round(one["step_s"] * 1e3, 3)
+        if two:
+            s[tag + "_step2_ms"] = round(two["step_s"] * 1e3, 3)
+            tr = two["train"]
+            s[tag + "_step2_compute_ms"] = round(tr["compute_s"] * 1e3, 3)
+            s[tag + "_step2_exposed_comm_ms"] = round(tr["exposed_comm_s"] * 1e3, 3)
+            s[tag + "_step2_skew_ms"] = round(tr["skew_s"] * 1e3, 3)
+        if two_no:
+            s[tag + "_step2_no_overlap_ms"] = round(two_no["step_s"] * 1e3, 3)
+        if one and two:
+            s[tag + "_weak_eff_2gpu"] = round(one["step_s"] / two["step_s"], 4)
+        if (L, H, B) in t1 and one:
+            s[tag + "_torch_step1_ms"] = round(t1[(L, H, B)] * 1e3, 3)
+            s[tag + "_step1_ratio_vs_torch"] = round(one["step_s"] / t1[(L, H, B)], 4)
+        if (L, H, B) in ddp and two:
+            best_cap, best = min(ddp[(L, H, B)].items(), key=lambda kv: kv[1])
+            s[tag + "_best_ddp_step2_ms"] = round(best * 1e3, 3)
+            s[tag + "_best_ddp_bucket_mb"] = best_cap
+            s[tag + "_step2_ratio_vs_best_ddp"] = round(two["step_s"] / best, 4)
+            if (L, H, B) in t1:
+                s[tag + "_best_ddp_weak_eff"] = round(t1[(L, H, B)] / best, 4)
+    for k, v in s.items():
+        print("%-45s %s" % (k, v))
+    json.dump({"summary": s, "ddp": {str(k): v for k, v in ddp.items()}}, open(a.out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
