@@ -37,7 +37,8 @@ constexpr const char* kCaseKeys[] = {"name",     "collective", "sizes",
                                      "pattern",  "memory",     "path",
                                      "shapes",   "model",      "optimizer",
                                      "lr",       "bucket",     "overlap",
-                                     "steps",    "check_steps", "scaling"};
+                                     "steps",    "check_steps", "scaling",
+                                     "comm"};
 constexpr const char* kModelKeys[] = {"layers", "hidden", "batch"};
 constexpr const char* kTimingKeys[] = {
     "warmup",      "min_samples",   "max_samples",         "target_ci",
@@ -475,7 +476,7 @@ class PlanParser {
     }
     for (const char* key : {"method", "direction", "traffic", "pattern", "memory", "path",
                             "shapes", "model", "optimizer", "lr", "bucket", "overlap", "steps",
-                            "check_steps", "scaling"}) {
+                            "check_steps", "scaling", "comm"}) {
       YAML::Node n = get(key, &f);
       if (n) {
         return Error(n, f, "belongs to node benchmarks (bench: p2p, latency, ...), "
@@ -690,7 +691,7 @@ class PlanParser {
     const std::string bname(BenchName(bench));
     if (bench == v1::BENCH_TRAIN) return ParseTrainCase(node, get, spec);
     for (const char* key : {"model", "optimizer", "lr", "bucket", "overlap", "steps", "check_steps",
-                            "scaling"}) {
+                            "scaling", "comm"}) {
       YAML::Node n = get(key, &f);
       if (n) return Error(n, f, absl::StrFormat("belongs to bench: train, not bench: %s", bname));
     }
@@ -940,6 +941,14 @@ class PlanParser {
         return Error(sc, f, absl::StrFormat("expected weak or strong, got %s", Show(sc)));
       }
       t->set_strong(v == "strong");
+    }
+    t->set_comm("nccl");
+    if (YAML::Node cm = get("comm", &f)) {
+      std::string v = cm.IsScalar() ? absl::AsciiStrToLower(cm.Scalar()) : "";
+      if (v != "nccl" && v != "ce") {
+        return Error(cm, f, absl::StrFormat("expected nccl or ce, got %s", Show(cm)));
+      }
+      t->set_comm(v);
     }
     if (YAML::Node ov = get("overlap", &f)) {
       RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(ov, f));

@@ -210,6 +210,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "name: x\ncases:\n  - name: a\n    bench: train\n"
                 "    model: {layers: 2, hidden: 4, batch: 2}\n    sizes: 8B\n",
                 "bad.yaml:6: cases[0].sizes:", "bench: train"},
+        BadPlan{"train_bad_comm",
+                "name: x\ncases:\n  - name: a\n    bench: train\n"
+                "    model: {layers: 2, hidden: 4, batch: 2}\n    comm: gloo\n",
+                "bad.yaml:6: cases[0].comm:", "nccl or ce"},
         BadPlan{"train_key_on_p2p",
                 "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 8B, optimizer: sgd}\n",
                 "bad.yaml:3: cases[0].optimizer:", "bench: train"},
@@ -272,6 +276,7 @@ cases:
     steps: 30
     check_steps: 2
     scaling: strong
+    comm: ce
 )",
                             "x.yaml");
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -285,6 +290,7 @@ cases:
   EXPECT_EQ(t.steps(), 30);
   EXPECT_EQ(t.check_steps(), 2);
   EXPECT_TRUE(t.strong());
+  EXPECT_EQ(t.comm(), "ce");
   auto cases = ExpandPlan(*plan, 100000, 2);
   ASSERT_TRUE(cases.ok());
   ASSERT_EQ(cases->size(), 4u);  // ladder x overlap
@@ -301,6 +307,7 @@ cases:
   EXPECT_EQ(d->cases(0).train().bucket_bytes(), 25 << 20);
   EXPECT_EQ(d->cases(0).train().steps(), 20);
   EXPECT_EQ(d->cases(0).dtypes(0), v1::FLOAT32);
+  EXPECT_EQ(d->cases(0).train().comm(), "nccl");
 }
 
 TEST(ParsePlanYaml, ShippedP2pPlanIsValid) {

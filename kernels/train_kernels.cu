@@ -136,6 +136,40 @@ __global__ void Adam(bf16* w, const bf16* g, float* m, float* v, int64_t n, floa
   }
 }
 
+__global__ void Signal(int* remote, int value) {
+  __threadfence_system();  // the gradients written before are visible first
+  *reinterpret_cast<volatile int*>(remote) = value;
+  __threadfence_system();
+}
+
+// Gives up after 10 s of GPU time so a lost peer cannot hang the GPU (the
+// step's data is then wrong, which the numerical check and the all-reduce
+// results would show; the launcher's deadline ends the job).
+__global__ void WaitFlag(const int* local, int value) {
+  uint64_t start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  while (*reinterpret_cast<const volatile int*>(local) < value) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (now - start > 10ull * 1000 * 1000 * 1000) break;
+  }
+  __threadfence_system();
+}
+
+__global__ void Add8(bf16* dst, const bf16* src, int64_t n8) {
+  GRID_STRIDE(i, n8) {
+    Bf16x8 a = Load8(dst, i), b = Load8(src, i);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) a.v[k] += b.v[k];
+    Store8(dst, i, a);
+  }
+}
+
+__global__ void Add1(bf16* dst, const bf16* src, int64_t n) {
+  GRID_STRIDE(i, n) {
+    dst[i] = __float2bfloat16(__bfloat162float(dst[i]) + __bfloat162float(src[i]));
+  }
+}
+
 bool Wide(int64_t n, std::initializer_list<const void*> ptrs) {
   if (n % 8 != 0) return false;
   for (const void* p : ptrs) {
@@ -206,6 +240,25 @@ cudaError_t LaunchAdam(void* w, const void* g, float* m, float* v, int64_t n, fl
                        float scale, float c1, float c2, cudaStream_t s) {
   Adam<<<Grid(n), 256, 0, s>>>(static_cast<bf16*>(w), static_cast<const bf16*>(g), m, v, n, lr,
                                scale, c1, c2);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSignal(int* remote_flag, int value, cudaStream_t s) {
+  Signal<<<1, 1, 0, s>>>(remote_flag, value);
+  return cudaGetLastError();
+}
+cudaError_t LaunchWaitFlag(const int* local_flag, int value, cudaStream_t s) {
+  WaitFlag<<<1, 1, 0, s>>>(local_flag, value);
+  return cudaGetLastError();
+}
+cudaError_t LaunchAddBf16(void* dst, const void* src, int64_t n, cudaStream_t s) {
+  if (Wide(n, {dst, src})) {
+    // Few blocks: the add shares the GPU with backward's GEMMs.
+    Add8<<<std::min(Grid(n / 8), 2 * Sms()), 256, 0, s>>>(static_cast<bf16*>(dst),
+                                                         static_cast<const bf16*>(src), n / 8);
+  } else {
+    Add1<<<Grid(n), 256, 0, s>>>(static_cast<bf16*>(dst), static_cast<const bf16*>(src), n);
+  }
   return cudaGetLastError();
 }
 

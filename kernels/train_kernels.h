@@ -27,6 +27,14 @@ cudaError_t LaunchSgd(void* w, const void* g, int64_t n, float lr, float scale, 
 cudaError_t LaunchAdam(void* w, const void* g, float* m, float* v, int64_t n, float lr,
                        float scale, float c1, float c2, cudaStream_t s);
 
+// Cross-GPU handshakes for the copy-engine reduction: store `value` into a
+// flag in the peer's memory (mapped through CUDA IPC) with a system fence;
+// hold the stream until a local flag (written by the peer) reaches `value`.
+cudaError_t LaunchSignal(int* remote_flag, int value, cudaStream_t s);
+cudaError_t LaunchWaitFlag(const int* local_flag, int value, cudaStream_t s);
+// dst += src, n bf16 elements (fp32 math).
+cudaError_t LaunchAddBf16(void* dst, const void* src, int64_t n, cudaStream_t s);
+
 }  // namespace ringmaster
 
 #endif  // RINGMASTER_KERNELS_TRAIN_KERNELS_H_

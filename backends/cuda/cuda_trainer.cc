@@ -4,7 +4,11 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -87,6 +91,23 @@ struct CudaTrainer::Impl {
   std::vector<cudaEvent_t> bucket_ready_;
   cudaEvent_t comm_done_ = nullptr;
 
+  // comm: ce (2 GPUs of one host): the peer's gradients and flags mapped
+  // through CUDA IPC, a scratch half-bucket, a step counter for the flags.
+  bool ce_ = false;
+  void* scratch_ = nullptr;
+  int* flags_ = nullptr;  // per bucket: ready, reduced, done (written by the peer)
+  void* peer_g_ = nullptr;
+  int* peer_flags_ = nullptr;
+  int seq_ = 0;
+  int last_slot_ = 0;
+  bool comm_started_ = false;
+  // The first layer's gradient comes last, with nothing after it to hide
+  // its reduction behind: its dW GEMM runs in kSplit column chunks, each
+  // reduced as soon as it exists (when that layer is a bucket of its own).
+  static constexpr int kSplit = 4;
+  bool split_first_ = false;
+  Gemm dw_chunk_;
+
   explicit Impl(Control& c) : control(c) {}
   ~Impl() {
     cudaSetDevice(device_);
@@ -104,7 +125,15 @@ struct CudaTrainer::Impl {
   }
 
   void Free() {
-    for (Gemm* g : {&fwd_, &dw_, &dx_}) g->Destroy();
+    if (peer_g_) cudaIpcCloseMemHandle(peer_g_);
+    if (peer_flags_) cudaIpcCloseMemHandle(peer_flags_);
+    peer_g_ = nullptr;
+    peer_flags_ = nullptr;
+    cudaFree(scratch_);
+    cudaFree(flags_);
+    scratch_ = nullptr;
+    flags_ = nullptr;
+    for (Gemm* g : {&fwd_, &dw_, &dx_, &dw_chunk_}) g->Destroy();
     for (void* p : a_) cudaFree(p);
     for (void* p : z_) cudaFree(p);
     a_.clear();
@@ -146,12 +175,19 @@ struct CudaTrainer::Impl {
   absl::Status MakeGemm(Gemm* g, cublasOperation_t ta, cublasOperation_t tb, int64_t m,
                         int64_t n, int64_t k, int64_t rows_a, int64_t cols_a, int64_t rows_b,
                         int64_t cols_b) {
+    return MakeGemmLd(g, ta, tb, m, n, k, rows_a, cols_a, rows_b, cols_b, rows_b, m);
+  }
+
+  // With the leading dimensions of B and D given (sub-matrices).
+  absl::Status MakeGemmLd(Gemm* g, cublasOperation_t ta, cublasOperation_t tb, int64_t m,
+                          int64_t n, int64_t k, int64_t rows_a, int64_t cols_a, int64_t rows_b,
+                          int64_t cols_b, int64_t ld_b, int64_t ld_d) {
     RM_LT(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     RM_LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     RM_LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     RM_LT(cublasLtMatrixLayoutCreate(&g->a, CUDA_R_16BF, rows_a, cols_a, rows_a));
-    RM_LT(cublasLtMatrixLayoutCreate(&g->b, CUDA_R_16BF, rows_b, cols_b, rows_b));
-    RM_LT(cublasLtMatrixLayoutCreate(&g->d, CUDA_R_16BF, m, n, m));
+    RM_LT(cublasLtMatrixLayoutCreate(&g->b, CUDA_R_16BF, rows_b, cols_b, ld_b));
+    RM_LT(cublasLtMatrixLayoutCreate(&g->d, CUDA_R_16BF, m, n, ld_d));
     cublasLtMatmulPreference_t pref;
     RM_LT(cublasLtMatmulPreferenceCreate(&pref));
     RM_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -186,6 +222,15 @@ struct CudaTrainer::Impl {
     }
     RM_CU(cudaSetDevice(device_));
     RM_CU(cudaDeviceSynchronize());
+    const bool had_peer = peer_g_ != nullptr;
+    if (had_peer) {
+      // Unmap the peer's memory, and let it unmap ours, before anyone frees.
+      cudaIpcCloseMemHandle(peer_g_);
+      cudaIpcCloseMemHandle(peer_flags_);
+      peer_g_ = nullptr;
+      peer_flags_ = nullptr;
+      if (auto s = control.Barrier(); !s.ok()) return s;
+    }
     Free();
     spec_ = c.train();
     batch_ = batch;
@@ -230,24 +275,121 @@ struct CudaTrainer::Impl {
     if (auto s = MakeGemm(&dw_, CUBLAS_OP_N, CUBLAS_OP_T, H, H, B, H, B, H, B); !s.ok()) return s;
     if (auto s = MakeGemm(&dx_, CUBLAS_OP_N, CUBLAS_OP_N, H, B, H, H, H, H, B); !s.ok()) return s;
     buckets_ = GradientBuckets(L, Layer(), spec_.bucket_bytes());
-    while (bucket_ready_.size() < buckets_.size()) {
+    split_first_ = size_ > 1 && spec_.overlap() && buckets_.back().size() == 1 && H % (8 * kSplit) == 0;
+    if (split_first_) {
+      // G[:, chunk] = A dZ[chunk, :]^T: dZ's rows o0..o1 (ld H), G's columns.
+      if (auto s = MakeGemmLd(&dw_chunk_, CUBLAS_OP_N, CUBLAS_OP_T, H, H / kSplit, B, H, B,
+                              H / kSplit, B, /*ld_b=*/H, /*ld_d=*/H);
+          !s.ok()) {
+        return s;
+      }
+    }
+    while (bucket_ready_.size() < buckets_.size() + kSplit) {
       cudaEvent_t e;
       RM_CU(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       bucket_ready_.push_back(e);
+    }
+    ce_ = spec_.comm() == "ce" && size_ > 1;
+    seq_ = 0;
+    if (ce_) {
+      if (auto s = PrepareCe(); !s.ok()) return s;
     }
     RM_CU(cudaStreamSynchronize(compute_));
     return absl::OkStatus();
   }
 
-  absl::Status AllReduceBucket(size_t k, bool first) {
-    const std::vector<int>& b = buckets_[k];
-    int lo = b.back();  // backward order: the bucket's last layer is its lowest
-    RM_CU(cudaEventRecord(bucket_ready_[k], compute_));
-    RM_CU(cudaStreamWaitEvent(comm_stream_, bucket_ready_[k], 0));
-    if (first) RM_CU(cudaEventRecord(comm_first_, comm_stream_));
-    const size_t count = b.size() * spec_.hidden() * spec_.hidden();
-    RM_NC(ncclAllReduce(G(lo), G(lo), count, ncclBfloat16, ncclSum, comm_, comm_stream_));
+  // comm: ce. Collective: both ranks map each other's gradients and flags.
+  absl::Status PrepareCe() {
+    if (size_ != 2) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "comm: ce reduces between 2 GPUs of one host; this group has %d ranks", size_));
+    }
+    const int peer = 1 - rank_;
+    char bus[32] = {};
+    RM_CU(cudaDeviceGetPCIBusId(bus, sizeof bus, device_));
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    auto ids = control.AllGatherStrings(std::string(host) + "|" + bus);
+    if (!ids.ok()) return ids.status();
+    const std::string& other = (*ids)[peer];
+    const std::string other_host = other.substr(0, other.find('|'));
+    if (other_host != host) {
+      return absl::UnimplementedError("comm: ce needs both GPUs on one host");
+    }
+    int peer_dev = -1, can = 0;
+    if (cudaDeviceGetByPCIBusId(&peer_dev, other.substr(other.find('|') + 1).c_str()) != cudaSuccess ||
+        cudaDeviceCanAccessPeer(&can, device_, peer_dev) != cudaSuccess || !can) {
+      cudaGetLastError();
+      return absl::UnimplementedError("comm: ce needs peer access between the two GPUs");
+    }
+    int64_t max_half = 0;
+    for (const auto& b : buckets_) {
+      int64_t count = static_cast<int64_t>(b.size()) * spec_.hidden() * spec_.hidden();
+      max_half = std::max(max_half, count - count / 2);
+    }
+    RM_CU(cudaMalloc(&scratch_, max_half * elem_));
+    const size_t slots = buckets_.size() + kSplit;
+    RM_CU(cudaMalloc(&flags_, 3 * slots * sizeof(int)));
+    RM_CU(cudaMemset(flags_, 0, 3 * slots * sizeof(int)));
+    RM_CU(cudaDeviceSynchronize());
+    cudaIpcMemHandle_t h[2];
+    RM_CU(cudaIpcGetMemHandle(&h[0], g_));
+    RM_CU(cudaIpcGetMemHandle(&h[1], flags_));
+    auto all = control.AllGatherStrings(std::string(reinterpret_cast<char*>(h), sizeof h));
+    if (!all.ok()) return all.status();
+    cudaIpcMemHandle_t ph[2];
+    std::memcpy(ph, (*all)[peer].data(), sizeof ph);
+    RM_CU(cudaIpcOpenMemHandle(&peer_g_, ph[0], cudaIpcMemLazyEnablePeerAccess));
+    void* pf = nullptr;
+    RM_CU(cudaIpcOpenMemHandle(&pf, ph[1], cudaIpcMemLazyEnablePeerAccess));
+    peer_flags_ = static_cast<int*>(pf);
     return absl::OkStatus();
+  }
+
+  // A range of the gradients through the copy engines: each rank owns a
+  // half. Read the peer's copy of my half (CE), add it into mine (a
+  // kernel), then read the peer's reduced half (CE); flags in each other's
+  // memory (slot `slot`, three per range) order it.
+  absl::Status CeReduce(int64_t off, int64_t count, int slot) {
+    const int64_t half = count / 2;
+    const int64_t mine_off = off + (rank_ == 0 ? 0 : half), mine_len = rank_ == 0 ? half : count - half;
+    const int64_t peer_off = off + (rank_ == 0 ? half : 0), peer_len = count - mine_len;
+    auto at = [&](void* base, int64_t elems) { return static_cast<char*>(base) + elems * elem_; };
+    int* my_flags = flags_ + 3 * slot;
+    int* their_flags = peer_flags_ + 3 * slot;
+    RM_CU(LaunchSignal(their_flags + 0, seq_, comm_stream_));
+    RM_CU(LaunchWaitFlag(my_flags + 0, seq_, comm_stream_));
+    RM_CU(cudaMemcpyAsync(scratch_, at(peer_g_, mine_off), mine_len * elem_, cudaMemcpyDeviceToDevice,
+                          comm_stream_));
+    RM_CU(LaunchAddBf16(at(g_, mine_off), scratch_, mine_len, comm_stream_));
+    RM_CU(LaunchSignal(their_flags + 1, seq_, comm_stream_));
+    RM_CU(LaunchWaitFlag(my_flags + 1, seq_, comm_stream_));
+    RM_CU(cudaMemcpyAsync(at(g_, peer_off), at(peer_g_, peer_off), peer_len * elem_,
+                          cudaMemcpyDeviceToDevice, comm_stream_));
+    RM_CU(LaunchSignal(their_flags + 2, seq_, comm_stream_));
+    last_slot_ = slot;
+    return absl::OkStatus();
+  }
+
+  // Reduces gradient elements [off, off + count) once the compute stream
+  // has produced them; `slot` indexes the ready event and the CE flags.
+  absl::Status ReduceRange(int64_t off, int64_t count, int slot) {
+    RM_CU(cudaEventRecord(bucket_ready_[slot], compute_));
+    RM_CU(cudaStreamWaitEvent(comm_stream_, bucket_ready_[slot], 0));
+    if (!comm_started_) RM_CU(cudaEventRecord(comm_first_, comm_stream_));
+    comm_started_ = true;
+    if (ce_) return CeReduce(off, count, slot);
+    void* p = static_cast<char*>(g_) + off * elem_;
+    RM_NC(ncclAllReduce(p, p, count, ncclBfloat16, ncclSum, comm_, comm_stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status AllReduceBucket(size_t k) {
+    const std::vector<int>& b = buckets_[k];
+    const int64_t hh = spec_.hidden() * spec_.hidden();
+    // Backward order: the bucket's last layer is its lowest.
+    return ReduceRange(static_cast<int64_t>(b.back()) * hh, static_cast<int64_t>(b.size()) * hh,
+                       static_cast<int>(k));
   }
 
   absl::StatusOr<StepTiming> Step() {
@@ -256,6 +398,7 @@ struct CudaTrainer::Impl {
     const int64_t H = spec_.hidden(), B = batch_, n = B * H;
     StepTiming t;
     RM_CU(cudaMemsetAsync(loss_, 0, sizeof(double), compute_));
+    ++seq_;
     const double host_start = Now();
     RM_CU(cudaEventRecord(start_, compute_));
     for (int l = 0; l < L; ++l) {
@@ -265,15 +408,30 @@ struct CudaTrainer::Impl {
     RM_CU(LaunchLossGrad(a_[L], da_, n, static_cast<double>(n), loss_, compute_));
     const bool dp = size_ > 1;
     size_t next = 0;
+    comm_started_ = false;
     for (int l = L - 1; l >= 0; --l) {
       RM_CU(LaunchGeluBackward(da_, z_[l], dz_, n, compute_));
+      if (l == 0 && split_first_) {
+        const int64_t cols = H / kSplit;
+        for (int j = 0; j < kSplit; ++j) {
+          void* dz = static_cast<char*>(dz_) + j * cols * elem_;          // rows j*cols.. of dZ
+          void* g = static_cast<char*>(G(0)) + j * cols * H * elem_;      // columns of G
+          if (auto s = Run(dw_chunk_, a_[0], dz, g); !s.ok()) return s;
+          if (auto s = ReduceRange(j * cols * H, cols * H, static_cast<int>(buckets_.size()) + j);
+              !s.ok()) {
+            return s;
+          }
+        }
+        next = buckets_.size();  // the first layer's bucket is done in chunks
+        continue;
+      }
       if (auto s = Run(dw_, a_[l], dz_, G(l)); !s.ok()) return s;
       if (l > 0) {
         if (auto s = Run(dx_, W(l), dz_, da_); !s.ok()) return s;
       }
       if (dp && spec_.overlap()) {
         while (next < buckets_.size() && buckets_[next].back() == l) {
-          if (auto s = AllReduceBucket(next, next == 0); !s.ok()) return s;
+          if (auto s = AllReduceBucket(next); !s.ok()) return s;
           ++next;
         }
       }
@@ -281,9 +439,12 @@ struct CudaTrainer::Impl {
     RM_CU(cudaEventRecord(bwd_end_, compute_));
     if (dp) {
       while (next < buckets_.size()) {
-        if (auto s = AllReduceBucket(next, next == 0); !s.ok()) return s;
+        if (auto s = AllReduceBucket(next); !s.ok()) return s;
         ++next;
       }
+      // comm: ce: the peer has finished reading our gradients (its signals
+      // come in bucket order) before our next backward overwrites them.
+      if (ce_) RM_CU(LaunchWaitFlag(flags_ + 3 * last_slot_ + 2, seq_, comm_stream_));
       RM_CU(cudaEventRecord(comm_done_, comm_stream_));
       RM_CU(cudaStreamWaitEvent(compute_, comm_done_, 0));
     }
@@ -331,8 +492,9 @@ absl::Status CudaTrainer::Prepare(const v1::Case& c, int64_t batch, int64_t firs
 }
 absl::StatusOr<StepTiming> CudaTrainer::Step() { return impl_->Step(); }
 std::string CudaTrainer::Describe() const {
-  return absl::StrFormat("cuda (cuBLASLt bf16, NCCL buckets on a %s stream)",
-                         impl_->size_ > 1 ? "high-priority" : "(unused)");
+  if (impl_->size_ < 2) return "cuda (cuBLASLt bf16, one GPU)";
+  return impl_->ce_ ? "cuda (cuBLASLt bf16, copy-engine bucket reduction over NVLink)"
+                    : "cuda (cuBLASLt bf16, NCCL buckets on a high-priority stream)";
 }
 
 }  // namespace ringmaster

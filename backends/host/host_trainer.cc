@@ -34,6 +34,9 @@ absl::Status HostTrainer::Prepare(const v1::Case& c, int64_t batch, int64_t firs
         "the host backend trains in float32 (OpenBLAS); %s needs GPUs",
         DataTypeName(c.dtype())));
   }
+  if (c.train().comm() == "ce") {
+    return absl::UnimplementedError("comm: ce reduces through GPU copy engines; the host uses MPI");
+  }
   const int local = RanksOnHost(comm_);
   const Blas* blas = LoadBlas();
   if (blas == nullptr) {

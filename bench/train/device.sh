@@ -10,7 +10,7 @@ export LD_LIBRARY_PATH=$PWD/.bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:
 export NCCL_NVLS_ENABLE=0
 R=.bundle/bin/ringmaster
 run() {  # name
-  $R run bench/train/plan.yaml --np 2 --out $w/rm-$1 > $w/$1.txt 2> $w/$1.err
+  $R run bench/train/plan.yaml --np 2 --timeout 150 --out $w/rm-$1 > $w/$1.txt 2> $w/$1.err
   echo "$1: exit $?" | tee -a $w/console.txt
   cat $w/rm-$1/*/results.jsonl > $w/$1.jsonl 2>/dev/null
   grep -A4 "^# scaling" $w/$1.txt | grep -v "^#ranks" >> $w/console.txt
