@@ -38,7 +38,7 @@ constexpr const char* kCaseKeys[] = {"name",     "collective", "sizes",
                                      "shapes",   "model",      "optimizer",
                                      "lr",       "bucket",     "overlap",
                                      "steps",    "check_steps", "scaling",
-                                     "comm"};
+                                     "comm",     "mode"};
 constexpr const char* kModelKeys[] = {"layers", "hidden", "batch"};
 constexpr const char* kTimingKeys[] = {
     "warmup",      "min_samples",   "max_samples",         "target_ci",
@@ -476,7 +476,7 @@ class PlanParser {
     }
     for (const char* key : {"method", "direction", "traffic", "pattern", "memory", "path",
                             "shapes", "model", "optimizer", "lr", "bucket", "overlap", "steps",
-                            "check_steps", "scaling", "comm"}) {
+                            "check_steps", "scaling", "comm", "mode"}) {
       YAML::Node n = get(key, &f);
       if (n) {
         return Error(n, f, "belongs to node benchmarks (bench: p2p, latency, ...), "
@@ -691,7 +691,7 @@ class PlanParser {
     const std::string bname(BenchName(bench));
     if (bench == v1::BENCH_TRAIN) return ParseTrainCase(node, get, spec);
     for (const char* key : {"model", "optimizer", "lr", "bucket", "overlap", "steps", "check_steps",
-                            "scaling", "comm"}) {
+                            "scaling", "comm", "mode"}) {
       YAML::Node n = get(key, &f);
       if (n) return Error(n, f, absl::StrFormat("belongs to bench: train, not bench: %s", bname));
     }
@@ -903,10 +903,27 @@ class PlanParser {
     }
     RM_ASSIGN_OR_RETURN(int64_t layers, Int(model["layers"], f + ".layers", 1, 1024));
     RM_ASSIGN_OR_RETURN(int64_t hidden, Int(model["hidden"], f + ".hidden", 1, 65536));
-    RM_ASSIGN_OR_RETURN(int64_t batch, Int(model["batch"], f + ".batch", 1, 1 << 24));
     t->set_layers(static_cast<int32_t>(layers));
     t->set_hidden(hidden);
-    t->set_batch(batch);
+    // batch: one size or a list (a sweep).
+    RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> batches, ScalarList(model["batch"], f + ".batch"));
+    for (const auto& b : batches) {
+      RM_ASSIGN_OR_RETURN(int64_t v, Int(b, f + ".batch", 1, 1 << 24));
+      spec->add_train_batches(v);
+    }
+    t->set_batch(spec->train_batches(0));
+    if (YAML::Node mode = get("mode", &f)) {
+      RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(mode, f));
+      for (const auto& item : items) {
+        std::string v = absl::AsciiStrToLower(item.Scalar());
+        if (v != "train" && v != "inference") {
+          return Error(item, f, absl::StrFormat("expected train or inference, got \"%s\"", item.Scalar()));
+        }
+        spec->add_inference(v == "inference");
+      }
+    } else {
+      spec->add_inference(false);
+    }
     t->set_optimizer("sgd");
     if (YAML::Node o = get("optimizer", &f)) {
       std::string v = o.IsScalar() ? absl::AsciiStrToLower(o.Scalar()) : "";

@@ -210,6 +210,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "name: x\ncases:\n  - name: a\n    bench: train\n"
                 "    model: {layers: 2, hidden: 4, batch: 2}\n    sizes: 8B\n",
                 "bad.yaml:6: cases[0].sizes:", "bench: train"},
+        BadPlan{"train_bad_mode",
+                "name: x\ncases:\n  - name: a\n    bench: train\n"
+                "    model: {layers: 2, hidden: 4, batch: 2}\n    mode: serve\n",
+                "bad.yaml:6: cases[0].mode:", "train or inference"},
         BadPlan{"train_bad_comm",
                 "name: x\ncases:\n  - name: a\n    bench: train\n"
                 "    model: {layers: 2, hidden: 4, batch: 2}\n    comm: gloo\n",
@@ -308,6 +312,21 @@ cases:
   EXPECT_EQ(d->cases(0).train().steps(), 20);
   EXPECT_EQ(d->cases(0).dtypes(0), v1::FLOAT32);
   EXPECT_EQ(d->cases(0).train().comm(), "nccl");
+  // Modes and a batch sweep expand; inference takes one overlap setting.
+  auto sweep = ParsePlanYaml(
+      "name: x\ncases:\n  - {name: m, bench: train, mode: [train, inference], overlap: [true, false],"
+      " model: {layers: 1, hidden: 4, batch: [2, 8]}}\n",
+      "s.yaml");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  auto sc = ExpandPlan(*sweep, 100000, 1);
+  ASSERT_TRUE(sc.ok());
+  ASSERT_EQ(sc->size(), 2u * 2 + 2u);  // train: batch x overlap; inference: batch
+  EXPECT_FALSE((*sc)[0].train().inference());
+  EXPECT_EQ((*sc)[0].train().batch(), 2);
+  EXPECT_EQ((*sc)[2].train().batch(), 8);
+  EXPECT_TRUE((*sc)[4].train().inference());
+  EXPECT_FALSE((*sc)[4].train().overlap());
+  EXPECT_EQ((*sc)[5].train().batch(), 8);
 }
 
 TEST(ParsePlanYaml, ShippedP2pPlanIsValid) {

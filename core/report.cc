@@ -324,6 +324,18 @@ std::string RenderTrainScaling(const std::vector<v1::Result>& results) {
   }
   if (order.empty()) return "";
   std::string out;
+  // Batch sweeps: the best-throughput batch per case, mode and rank count.
+  std::map<std::string, const v1::Result*> best;
+  std::vector<std::string> best_order;
+  for (const auto& r : results) {
+    const v1::Case& c = r.case_();
+    if (c.bench() != v1::BENCH_TRAIN || r.status() != v1::OK) continue;
+    std::string k = absl::StrFormat("%s (%s, %d rank%s)", c.spec_name(),
+                                    c.train().inference() ? "inference" : "train", r.nranks(),
+                                    r.nranks() == 1 ? "" : "s");
+    if (!best.count(k)) best_order.push_back(k);
+    if (!best.count(k) || r.train().samples_per_s() > best[k]->train().samples_per_s()) best[k] = &r;
+  }
   for (const auto& key : order) {
     auto& v = rows[key];
     std::sort(v.begin(), v.end(),
@@ -345,6 +357,12 @@ std::string RenderTrainScaling(const std::vector<v1::Result>& results) {
                              t.step_of_breakdown_s() > 0 ? sum / t.step_of_breakdown_s() : 0,
                              t.samples_per_s());
     }
+  }
+  for (const auto& k : best_order) {
+    const v1::Result* r = best[k];
+    out += absl::StrFormat("# best throughput %s: batch %d, %.1f samples/s, step p50 %.3f ms p99 %.3f ms\n",
+                           k, r->case_().train().batch(), r->train().samples_per_s(),
+                           r->stats().median_s() * 1e3, r->stats().p99_s() * 1e3);
   }
   return out;
 }
@@ -368,11 +386,18 @@ std::string BenchLabel(const v1::Case& c) {
       break;
     case v1::BENCH_TRAIN: {
       const v1::TrainSpec& t = c.train();
-      parts.push_back(absl::StrFormat("L%d H%d B%d%s %s %s %s, bucket %s", t.layers(), t.hidden(),
+      if (t.inference()) {
+        parts.push_back(absl::StrFormat("L%d H%d B%d%s %s inference", t.layers(), t.hidden(),
+                                        t.batch(), t.strong() ? " global" : "/rank",
+                                        DataTypeName(c.dtype())));
+        break;
+      }
+      parts.push_back(absl::StrFormat("L%d H%d B%d%s %s %s %s, bucket %s%s", t.layers(), t.hidden(),
                                       t.batch(), t.strong() ? " global" : "/rank",
                                       DataTypeName(c.dtype()), t.optimizer(),
                                       t.overlap() ? "overlap" : "no-overlap",
-                                      FormatBytes(t.bucket_bytes())));
+                                      FormatBytes(t.bucket_bytes()),
+                                      t.comm() == "ce" ? ", comm ce" : ""));
       break;
     }
     default:

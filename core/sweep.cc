@@ -134,9 +134,17 @@ absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan, int64_t m
       if (ladder.empty()) ladder.push_back(0);
       std::vector<bool> overlaps(spec.overlap().begin(), spec.overlap().end());
       if (overlaps.empty()) overlaps.push_back(true);
+      std::vector<bool> modes(spec.inference().begin(), spec.inference().end());
+      if (modes.empty()) modes.push_back(false);
+      std::vector<int64_t> batches(spec.train_batches().begin(), spec.train_batches().end());
+      if (batches.empty()) batches.push_back(spec.train().batch());
+      for (bool inference : modes)
       for (int32_t n : ladder)
+      for (int64_t batch : batches)
       for (bool overlap : overlaps)
       for (int dt : spec.dtypes()) {
+        // Inference has no reduction: one case, whatever `overlap` says.
+        if (inference && overlap != overlaps.front()) continue;
         if (static_cast<int64_t>(cases.size()) >= max_cases) {
           return absl::InvalidArgumentError(absl::StrFormat(
               "%s: the plan expands to more than %d cases", plan.source_path(), max_cases));
@@ -148,7 +156,9 @@ absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan, int64_t m
         c.set_nranks(n);
         c.set_dtype(static_cast<v1::DataType>(dt));
         *c.mutable_train() = spec.train();
-        c.mutable_train()->set_overlap(overlap);
+        c.mutable_train()->set_overlap(overlap && !inference);
+        c.mutable_train()->set_inference(inference);
+        c.mutable_train()->set_batch(batch);
         *c.mutable_timing() = spec.timing();
         c.set_verify(spec.verify());
         c.set_backend(spec.backend());

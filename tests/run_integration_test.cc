@@ -536,7 +536,9 @@ TEST_F(RunTest, DpScalingPlanRunsTheHostLadderWithChecks) {
   ASSERT_TRUE(store.ok());
   auto results = (*store)->Results(JobId(o), -1, 0);
   ASSERT_TRUE(results.ok());
-  ASSERT_EQ(results->size(), 6u);  // mlp: 2 rungs x 2 overlap modes; adam: 2 rungs
+  // mlp: 2 rungs x 2 overlap modes; adam: 2 rungs; serve: 3 batches.
+  ASSERT_EQ(results->size(), 9u);
+  EXPECT_THAT(o.out, HasSubstr("# best throughput mlp_serve (inference, 1 rank): batch "));
   for (const v1::Result& r : *results) {
     SCOPED_TRACE(r.case_().spec_name() + " n=" + std::to_string(r.nranks()));
     ASSERT_EQ(r.status(), v1::OK) << r.failure().detail();
@@ -548,7 +550,12 @@ TEST_F(RunTest, DpScalingPlanRunsTheHostLadderWithChecks) {
     // The parts, each measured on its own, add up to the step.
     double sum = t.compute_s() + t.exposed_comm_s() + t.skew_s();
     EXPECT_NEAR(sum / t.step_of_breakdown_s(), 1.0, 0.05);
-    EXPECT_LT(t.loss_last(), t.loss_first());  // it trains
+    if (r.case_().train().inference()) {
+      EXPECT_EQ(t.loss_last(), t.loss_first());  // forward only: nothing changes
+      EXPECT_EQ(t.exposed_comm_s(), 0);
+    } else {
+      EXPECT_LT(t.loss_last(), t.loss_first());  // it trains
+    }
     if (r.nranks() == 1) {  // nothing to wait for (two clock reads apart)
       EXPECT_LT(t.exposed_comm_s(), 1e-5);
       EXPECT_EQ(t.skew_s(), 0);

@@ -54,9 +54,11 @@ v1::Result RunTrainInner(const v1::Case& c, Trainer& trainer, Control& control) 
       loss = *g;  // the loss of step s's forward, after s updates
     }
     MlpShape shape{spec.layers(), spec.hidden(), global};
-    std::vector<double> ref =
-        rank == 0 ? ReferenceLosses(shape, spec.optimizer(), spec.lr(), spec.check_steps() + 1)
-                  : std::vector<double>(spec.check_steps() + 1, 0.0);
+    // Inference never updates the weights: every forward's loss is the first.
+    const int ref_steps = spec.inference() ? 1 : spec.check_steps() + 1;
+    std::vector<double> ref = rank == 0
+                                  ? ReferenceLosses(shape, spec.optimizer(), spec.lr(), ref_steps)
+                                  : std::vector<double>(ref_steps, 0.0);
     auto ref_last = control.Max(ref.back());  // rank 0's value (others 0, losses > 0)
     if (!AllRanksOk(ref_last.status(), control, &result)) return result;
     const double rel = std::abs(loss - *ref_last) / std::max(1e-30, std::abs(*ref_last));
@@ -133,7 +135,9 @@ v1::Result RunTrainInner(const v1::Case& c, Trainer& trainer, Control& control) 
   fig->set_comm_s(comm_s[mid]);
   fig->set_step_of_breakdown_s(step_s[mid]);
   fig->set_samples_per_s(step > 0 ? global / step : 0);
-  fig->set_tflops_per_rank(step > 0 ? TrainStepFlops({spec.layers(), spec.hidden(), batch}) / step / 1e12 : 0);
+  const MlpShape local{spec.layers(), spec.hidden(), batch};
+  const double flops = spec.inference() ? ForwardFlops(local) : TrainStepFlops(local);
+  fig->set_tflops_per_rank(step > 0 ? flops / step / 1e12 : 0);
   fig->set_loss_first(loss_first);
   fig->set_loss_last(loss_last);
   fig->set_buckets(static_cast<int>(

@@ -406,6 +406,18 @@ struct CudaTrainer::Impl {
       RM_CU(LaunchGeluForward(z_[l], a_[l + 1], n, compute_));
     }
     RM_CU(LaunchLossGrad(a_[L], da_, n, static_cast<double>(n), loss_, compute_));
+    if (spec_.inference()) {  // forward only: no backward, reduction or update
+      RM_CU(cudaEventRecord(end_, compute_));
+      RM_CU(cudaEventSynchronize(end_));
+      double loss = 0;
+      RM_CU(cudaMemcpy(&loss, loss_, sizeof loss, cudaMemcpyDeviceToHost));
+      float ms = 0;
+      RM_CU(cudaEventElapsedTime(&ms, start_, end_));
+      t.step_s = t.compute_s = ms / 1e3;
+      t.backward_end_at = t.comm_done_at = host_start + t.step_s;
+      t.loss = loss / static_cast<double>(n);
+      return t;
+    }
     const bool dp = size_ > 1;
     size_t next = 0;
     comm_started_ = false;

@@ -92,6 +92,12 @@ absl::StatusOr<StepTiming> HostTrainer::Step() {
   for (float x : a_[L]) loss += static_cast<double>(x) * x;
   const double count = static_cast<double>(B) * H;
   t.loss = loss / count;
+  if (spec_.inference()) {  // forward only: no backward, reduction or update
+    work_end();
+    t.backward_end_at = t.comm_done_at = Now();
+    t.step_s = t.backward_end_at - t0;
+    return t;
+  }
   for (int64_t i = 0; i < static_cast<int64_t>(B) * H; ++i) {
     da_[i] = static_cast<float>(2.0 * a_[L][i] / count);
   }
