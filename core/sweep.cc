@@ -61,10 +61,13 @@ std::vector<std::pair<int, int>> PatternRanks(v1::TransferPattern pattern, int n
 // latency path, dtype and shape or size, then the ranks of the pattern.
 absl::Status ExpandBench(const v1::Plan& plan, const v1::CaseSpec& spec, int nranks,
                          int64_t max_cases, std::vector<v1::Case>* cases) {
+  // A repeated field's values, or {fallback} when it is empty. (Built in
+  // one go: GCC 12 warns falsely on push_back after a range copy.)
   auto list = [](const auto& repeated, auto fallback) {
-    std::vector<decltype(fallback)> v;
-    for (auto x : repeated) v.push_back(static_cast<decltype(fallback)>(x));
-    if (v.empty()) v.push_back(fallback);
+    using T = decltype(fallback);
+    if (repeated.empty()) return std::vector<T>{fallback};
+    std::vector<T> v(repeated.size());
+    for (int i = 0; i < repeated.size(); ++i) v[i] = static_cast<T>(repeated[i]);
     return v;
   };
   auto methods = list(spec.methods(), v1::COPY_METHOD_UNSPECIFIED);
@@ -130,14 +133,20 @@ absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan, int64_t m
   for (const v1::CaseSpec& spec : plan.cases()) {
     if (spec.bench() == v1::BENCH_TRAIN) {
       // Training: ladder rung x overlap x precision.
-      std::vector<int32_t> ladder(spec.ladder().begin(), spec.ladder().end());
-      if (ladder.empty()) ladder.push_back(0);
-      std::vector<bool> overlaps(spec.overlap().begin(), spec.overlap().end());
-      if (overlaps.empty()) overlaps.push_back(true);
-      std::vector<bool> modes(spec.inference().begin(), spec.inference().end());
-      if (modes.empty()) modes.push_back(false);
-      std::vector<int64_t> batches(spec.train_batches().begin(), spec.train_batches().end());
-      if (batches.empty()) batches.push_back(spec.train().batch());
+      const std::vector<int32_t> ladder =
+          spec.ladder().empty() ? std::vector<int32_t>{0}
+                                : std::vector<int32_t>(spec.ladder().begin(), spec.ladder().end());
+      const std::vector<bool> overlaps =
+          spec.overlap().empty() ? std::vector<bool>{true}
+                                 : std::vector<bool>(spec.overlap().begin(), spec.overlap().end());
+      const std::vector<bool> modes =
+          spec.inference().empty()
+              ? std::vector<bool>{false}
+              : std::vector<bool>(spec.inference().begin(), spec.inference().end());
+      const std::vector<int64_t> batches =
+          spec.train_batches().empty()
+              ? std::vector<int64_t>{spec.train().batch()}
+              : std::vector<int64_t>(spec.train_batches().begin(), spec.train_batches().end());
       for (bool inference : modes)
       for (int32_t n : ladder)
       for (int64_t batch : batches)
