@@ -471,8 +471,19 @@ int ValidateCommand(const std::string& plan_path) {
   v1::Plan plan;
   std::vector<v1::Case> cases;
   if (!LoadAndExpand(plan_path, &plan, &cases)) return kExitUsage;
-  std::cout << absl::StrFormat("%s: ok: plan \"%s\", %d case specs, %d cases\n", plan_path,
-                               plan.name(), plan.cases_size(), cases.size());
+  // Node benchmarks over rank pairs or ranks expand once the launch size is
+  // known; here each stands for all of them.
+  int per_rank = 0;
+  for (const auto& c : cases) {
+    per_rank += c.bench() != v1::BENCH_COLLECTIVE && c.bench() != v1::BENCH_TRAIN &&
+                c.src_rank() < 0 && c.dst_rank() < 0 && c.pattern() != v1::ALL_RANKS;
+  }
+  std::cout << absl::StrFormat("%s: ok: plan \"%s\", %d case specs, %d cases%s\n", plan_path,
+                               plan.name(), plan.cases_size(), cases.size(),
+                               per_rank > 0 ? absl::StrFormat(" (%d of them expand per rank or "
+                                                              "rank pair at launch)",
+                                                              per_rank)
+                                            : "");
   return kExitOk;
 }
 

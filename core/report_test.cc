@@ -203,5 +203,42 @@ TEST(ConsoleReporter, BenchRowsAndSkippedGroups) {
       << text;
 }
 
+TEST(CsvReporter, NodeBenchRowsHaveTheHeadersColumns) {
+  std::ostringstream out;
+  CsvReporter csv(out);
+  csv.Begin({});
+  csv.Report(BenchResult(v1::PAIR, 0, 1, 396.1));
+  v1::Result gemm = BenchResult(v1::ONE_RANK, 0, -1, 0);
+  gemm.mutable_case_()->set_bench(v1::BENCH_GEMM);
+  gemm.mutable_case_()->mutable_gemm()->set_m(64);
+  gemm.mutable_case_()->mutable_gemm()->set_n(32);
+  gemm.mutable_case_()->mutable_gemm()->set_k(16);
+  gemm.set_tflops(1.5);
+  gemm.set_path("cublasLt, with a comma");  // quoted
+  csv.Report(gemm);
+  csv.End({});
+  std::istringstream lines(out.str());
+  std::string header, row;
+  std::getline(lines, header);
+  auto fields = [](const std::string& line) {
+    int n = 1;
+    bool quoted = false;
+    for (char ch : line) {
+      if (ch == '"') quoted = !quoted;
+      if (ch == ',' && !quoted) ++n;
+    }
+    return n;
+  };
+  int rows = 0;
+  while (std::getline(lines, row)) {
+    ++rows;
+    EXPECT_EQ(fields(row), fields(header)) << row;
+  }
+  EXPECT_EQ(rows, 2);
+  EXPECT_NE(out.str().find(",p2p,ce,write,uni,pairs,0,1,"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find(",64x32x16,"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("\"cublasLt, with a comma\""), std::string::npos) << out.str();
+}
+
 }  // namespace
 }  // namespace ringmaster
