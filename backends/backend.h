@@ -53,7 +53,8 @@ class CollectiveBackend {
   // `iters` operations captured into a CUDA graph (captured once per
   // Prepare and count; Unimplemented where there are no graphs).
   // REQUIRES: Prepare() OK.
-  virtual absl::StatusOr<std::vector<double>> TimeWindows(int iters, int windows,
+  virtual absl::StatusOr<std::vector<double>> TimeWindows(int iters,
+                                                          int windows,
                                                           bool graph) = 0;
 
   // Seconds for `iters` pipelined operations (one window).

@@ -26,8 +26,8 @@ absl::StatusOr<CollectiveLayout> MakeLayout(const CollectiveConfig& c, int rank,
   l.check.nranks = nranks;
   l.check.range = l.range;
   l.check.rank = rank;
-  l.check.integral = c.dtype == v1::INT32 || c.dtype == v1::INT64 || c.dtype == v1::INT8 ||
-                     c.dtype == v1::UINT8;
+  l.check.integral = c.dtype == v1::INT32 || c.dtype == v1::INT64 ||
+                     c.dtype == v1::INT8 || c.dtype == v1::UINT8;
   if (c.root < 0 || c.root >= nranks) {
     return absl::InvalidArgumentError(
         absl::StrFormat("root %d is not a rank of %d", c.root, nranks));
@@ -40,7 +40,8 @@ absl::StatusOr<CollectiveLayout> MakeLayout(const CollectiveConfig& c, int rank,
           CollectiveName(c.collective), c.count, nranks));
     }
   }
-  if (c.in_place && (c.collective == v1::ALL_TO_ALL || c.collective == v1::SEND_RECV)) {
+  if (c.in_place &&
+      (c.collective == v1::ALL_TO_ALL || c.collective == v1::SEND_RECV)) {
     return absl::UnimplementedError(absl::StrFormat(
         "%s has no in-place form", CollectiveName(c.collective)));
   }

@@ -17,7 +17,8 @@
 namespace ringmaster {
 
 struct CollectiveLayout {
-  int64_t chunk = 0;       // elements per rank (all-gather, reduce-scatter, all-to-all)
+  int64_t chunk =
+      0;  // elements per rank (all-gather, reduce-scatter, all-to-all)
   int64_t send_count = 0;  // elements the operation reads on this rank
   int64_t recv_count = 0;  // elements the operation writes on this rank
   // Out-of-place: separate send and receive buffers of the sizes above.
@@ -43,8 +44,8 @@ struct CollectiveLayout {
 // Layout of `config` on `rank` of `nranks`. InvalidArgument when the count
 // does not hold one element per rank; Unimplemented for in-place all-to-all
 // and send/recv, which nccl-tests does not define either.
-absl::StatusOr<CollectiveLayout> MakeLayout(const CollectiveConfig& config, int rank,
-                                            int nranks);
+absl::StatusOr<CollectiveLayout> MakeLayout(const CollectiveConfig& config,
+                                            int rank, int nranks);
 
 // Count actually used (rounded down to a multiple of nranks where the
 // collective splits the buffer); what results report.

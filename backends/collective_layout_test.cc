@@ -7,7 +7,8 @@
 namespace ringmaster {
 namespace {
 
-CollectiveConfig Config(v1::Collective c, int64_t count, bool in_place, int root = 0) {
+CollectiveConfig Config(v1::Collective c, int64_t count, bool in_place,
+                        int root = 0) {
   CollectiveConfig cfg;
   cfg.collective = c;
   cfg.dtype = v1::FLOAT32;
@@ -21,12 +22,14 @@ CollectiveConfig Config(v1::Collective c, int64_t count, bool in_place, int root
 // Simulates a collective on plain vectors with the layout's rules and
 // checks every rank's output against PatternExpected: the layout, the fill
 // and the expectations must agree for the backends' verification to work.
-std::vector<std::vector<double>> Inputs(v1::Collective c, int64_t count, int n) {
+std::vector<std::vector<double>> Inputs(v1::Collective c, int64_t count,
+                                        int n) {
   std::vector<std::vector<double>> in(n);
   for (int r = 0; r < n; ++r) {
     auto l = MakeLayout(Config(c, count, false), r, n);
     for (int64_t j = 0; j < l->send_count; ++j) {
-      in[r].push_back(PatternInput(l->fill_op, r, n, l->range, j + l->fill_offset));
+      in[r].push_back(
+          PatternInput(l->fill_op, r, n, l->range, j + l->fill_offset));
     }
   }
   return in;
@@ -36,7 +39,8 @@ TEST(MakeLayout, AllGatherIsConsistent) {
   const int n = 4;
   auto in = Inputs(v1::ALL_GATHER, 12, n);
   std::vector<double> gathered;
-  for (int r = 0; r < n; ++r) gathered.insert(gathered.end(), in[r].begin(), in[r].end());
+  for (int r = 0; r < n; ++r)
+    gathered.insert(gathered.end(), in[r].begin(), in[r].end());
   for (int r = 0; r < n; ++r) {
     auto l = MakeLayout(Config(v1::ALL_GATHER, 12, true), r, n);
     ASSERT_TRUE(l.ok());
@@ -71,7 +75,8 @@ TEST(MakeLayout, AllToAllIsConsistent) {
     // Chunk p of rank r's output is chunk r of rank p's input.
     for (int64_t i = 0; i < l->recv_count; ++i) {
       int p = static_cast<int>(i / l->chunk);
-      EXPECT_EQ(in[p][r * l->chunk + i % l->chunk], PatternExpected(l->check, i));
+      EXPECT_EQ(in[p][r * l->chunk + i % l->chunk],
+                PatternExpected(l->check, i));
     }
   }
 }
@@ -83,7 +88,8 @@ TEST(MakeLayout, SendRecvAndBroadcast) {
     auto l = MakeLayout(Config(v1::SEND_RECV, 5, false), r, n);
     EXPECT_EQ(l->send_peer, (r + 1) % n);
     EXPECT_EQ(l->recv_peer, (r + 3) % n);
-    for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(in[l->recv_peer][i], PatternExpected(l->check, i));
+    for (int64_t i = 0; i < 5; ++i)
+      EXPECT_EQ(in[l->recv_peer][i], PatternExpected(l->check, i));
   }
   auto root = MakeLayout(Config(v1::BROADCAST, 8, true, 2), 2, n);
   auto leaf = MakeLayout(Config(v1::BROADCAST, 8, true, 2), 1, n);
@@ -101,8 +107,9 @@ TEST(MakeLayout, Rejections) {
             absl::StatusCode::kUnimplemented);
   EXPECT_EQ(MakeLayout(Config(v1::SEND_RECV, 8, true), 0, 2).status().code(),
             absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(MakeLayout(Config(v1::BROADCAST, 8, false, 5), 0, 2).status().code(),
-            absl::StatusCode::kInvalidArgument);  // root out of range
+  EXPECT_EQ(
+      MakeLayout(Config(v1::BROADCAST, 8, false, 5), 0, 2).status().code(),
+      absl::StatusCode::kInvalidArgument);  // root out of range
   EXPECT_EQ(EffectiveCount(v1::ALL_GATHER, 10, 4), 8);
   EXPECT_EQ(EffectiveCount(v1::ALL_REDUCE, 10, 4), 10);
 }

@@ -23,8 +23,8 @@ inline double MonotonicSeconds() {
 // One step on this rank. Times are seconds; *_at are CLOCK_MONOTONIC
 // readings (comparable between ranks of one host).
 struct StepTiming {
-  double step_s = 0;        // start of forward to end of the optimizer
-  double compute_s = 0;     // forward + backward + optimizer work
+  double step_s = 0;           // start of forward to end of the optimizer
+  double compute_s = 0;        // forward + backward + optimizer work
   double backward_end_at = 0;  // this rank's last gradient computed
   double comm_done_at = 0;     // every bucket's all-reduce complete
   double comm_busy_s = 0;      // time with an all-reduce in flight
@@ -32,7 +32,7 @@ struct StepTiming {
   // gradient (posting buckets, progressing them): on the host, MPI moves
   // and reduces the bytes inside those calls, so it delays backward.
   double comm_in_backward_s = 0;
-  double loss = 0;             // this rank's loss (mean over its shard)
+  double loss = 0;  // this rank's loss (mean over its shard)
 };
 
 class Trainer {
@@ -41,10 +41,12 @@ class Trainer {
   // Builds the model (deterministic weights) and this rank's data shard
   // for `c` (c.train()); `batch` samples per rank starting at global
   // sample `first_sample`. Unimplemented for what it cannot run.
-  virtual absl::Status Prepare(const v1::Case& c, int64_t batch, int64_t first_sample) = 0;
+  virtual absl::Status Prepare(const v1::Case& c, int64_t batch,
+                               int64_t first_sample) = 0;
   // One step; collective over the trainer's ranks.
   virtual absl::StatusOr<StepTiming> Step() = 0;
-  virtual std::string Describe() const = 0;  // e.g. "cpu (libopenblas.so.0, 8 threads)"
+  virtual std::string Describe()
+      const = 0;  // e.g. "cpu (libopenblas.so.0, 8 threads)"
 };
 
 }  // namespace ringmaster

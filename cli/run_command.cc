@@ -8,11 +8,11 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include <mutex>
 #include "absl/time/clock.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/launcher.h"
@@ -44,7 +44,9 @@ std::string Hostname() {
   return buf;
 }
 
-void Error(const std::string& message) { std::cerr << "ringmaster: error: " << message << "\n"; }
+void Error(const std::string& message) {
+  std::cerr << "ringmaster: error: " << message << "\n";
+}
 
 struct Probe {
   int gpus = 0;
@@ -56,20 +58,24 @@ struct Probe {
 absl::StatusOr<Probe> ProbeMachine(const std::string& worker) {
   std::mutex mu;
   std::string out;
-  auto child = ChildProcess::Spawn({worker, "probe"}, [&](std::string_view line, bool err) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!err) out.append(line.data(), line.size());
-  });
+  auto child = ChildProcess::Spawn({worker, "probe"},
+                                   [&](std::string_view line, bool err) {
+                                     std::lock_guard<std::mutex> lock(mu);
+                                     if (!err)
+                                       out.append(line.data(), line.size());
+                                   });
   if (!child.ok()) return child.status();
   absl::Time deadline = absl::Now() + absl::Seconds(60);
   std::optional<int> status;
   while (!(status = (*child)->Poll()) && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  if (!status) return absl::DeadlineExceededError("ringmaster-worker probe timed out");
+  if (!status)
+    return absl::DeadlineExceededError("ringmaster-worker probe timed out");
   (*child)->JoinReaders();
   if (*status != 0) {
-    return absl::InternalError("ringmaster-worker probe failed: " + DescribeWaitStatus(*status));
+    return absl::InternalError("ringmaster-worker probe failed: " +
+                               DescribeWaitStatus(*status));
   }
   std::lock_guard<std::mutex> lock(mu);
   try {
@@ -79,11 +85,14 @@ absl::StatusOr<Probe> ProbeMachine(const std::string& worker) {
     p.cuda_backend = j.value("cuda_backend", false);
     return p;
   } catch (const std::exception& e) {
-    return absl::InternalError(std::string("unreadable probe output: ") + e.what());
+    return absl::InternalError(std::string("unreadable probe output: ") +
+                               e.what());
   }
 }
 
-bool ProcessAlive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
+bool ProcessAlive(int pid) {
+  return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
 
 // A default deadline generous enough for every case's sampling limits.
 double DefaultTimeout(const std::vector<v1::Case>& cases) {
@@ -144,8 +153,9 @@ class ScopedEnv {
 // its end.
 // With `tuning`, the job is an NCCL tuning probe: nothing is printed or
 // written but the launcher log, and NCCL's choices are collected there.
-JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases, const v1::Variant* variant,
-                  NcclChoices* tuning = nullptr, std::mutex* tuning_mu = nullptr) {
+JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases,
+                  const v1::Variant* variant, NcclChoices* tuning = nullptr,
+                  std::mutex* tuning_mu = nullptr) {
   JobOutcome result_of_job;
   const RunOptions& options = ctx.options;
   JobManager& manager = ctx.manager;
@@ -156,7 +166,8 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases, const v1::Varian
   const v1::Plan* plan = &ctx.plan;
   std::vector<std::unique_ptr<ScopedEnv>> variant_env;
   if (variant) {
-    for (const auto& [k, v] : variant->env()) variant_env.push_back(std::make_unique<ScopedEnv>(k, v));
+    for (const auto& [k, v] : variant->env())
+      variant_env.push_back(std::make_unique<ScopedEnv>(k, v));
   }
   auto job = manager.CreateJob(*plan, cases, np, ctx.command_line);
   if (!job.ok()) {
@@ -186,9 +197,10 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases, const v1::Varian
   if (!tuning) reporters = {&console, &jsonl, &csv};
 
   std::cerr << absl::StrFormat(
-      "ringmaster: job %s: %splan %s (%d cases) on %d %s rank(s)%s; coordinator %s\n", job_id,
-      tuning ? "NCCL tuning probe of " : "", ctx.plan_path, cases.size(), np,
-      worker_backend == "cuda" ? "GPU" : "host",
+      "ringmaster: job %s: %splan %s (%d cases) on %d %s rank(s)%s; "
+      "coordinator %s\n",
+      job_id, tuning ? "NCCL tuning probe of " : "", ctx.plan_path,
+      cases.size(), np, worker_backend == "cuda" ? "GPU" : "host",
       variant ? ", variant " + variant->name() : "", address);
 
   // 3. Launch.
@@ -202,8 +214,8 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases, const v1::Varian
   mo.oversubscribe = np > static_cast<int>(std::thread::hardware_concurrency());
   mo.forward_env = ForwardedEnvNames(env);
   mo.extra_args = options.mpirun_args;
-  mo.worker_argv = {worker, "run", "--coordinator", address, "--job", job_id,
-                    "--backend", worker_backend};
+  mo.worker_argv = {worker,  "run",  "--coordinator", address,
+                    "--job", job_id, "--backend",     worker_backend};
   LauncherLog log;
   log.echo = !options.quiet;
   {
@@ -211,22 +223,23 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases, const v1::Varian
     log.file.open(job_dir / "launcher.log");
     log.file << "# " << absl::StrJoin(BuildMpirunArgv(mo), " ") << "\n";
   }
-  auto launched = ChildProcess::Spawn(BuildMpirunArgv(mo), [&log, tuning, tuning_mu](
-                                                                  std::string_view line,
-                                                                  bool is_stderr) {
-    if (tuning) {
-      if (auto choice = ParseNcclTuningLine(line)) {
-        std::lock_guard<std::mutex> lock(*tuning_mu);
-        (*tuning)[{choice->function, choice->bytes}] = *choice;
-        return;  // one line per call: kept out of the log
-      }
-    }
-    std::lock_guard<std::mutex> lock(log.mu);
-    log.file << (is_stderr ? "E " : "O ") << line << "\n";
-    log.file.flush();
-    if (auto f = ParseMpirunFailureLine(line); f && !log.rank_failure) log.rank_failure = f;
-    if (log.echo && !line.empty()) std::cerr << "  | " << line << "\n";
-  });
+  auto launched = ChildProcess::Spawn(
+      BuildMpirunArgv(mo),
+      [&log, tuning, tuning_mu](std::string_view line, bool is_stderr) {
+        if (tuning) {
+          if (auto choice = ParseNcclTuningLine(line)) {
+            std::lock_guard<std::mutex> lock(*tuning_mu);
+            (*tuning)[{choice->function, choice->bytes}] = *choice;
+            return;  // one line per call: kept out of the log
+          }
+        }
+        std::lock_guard<std::mutex> lock(log.mu);
+        log.file << (is_stderr ? "E " : "O ") << line << "\n";
+        log.file.flush();
+        if (auto f = ParseMpirunFailureLine(line); f && !log.rank_failure)
+          log.rank_failure = f;
+        if (log.echo && !line.empty()) std::cerr << "  | " << line << "\n";
+      });
   if (!launched.ok()) {
     Error(std::string(launched.status().message()));
     v1::Failure f;
@@ -241,7 +254,8 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases, const v1::Varian
   // 4. Watch: results, rank reports, the launcher, heartbeats, deadlines.
   const std::string my_host = Hostname();
   const absl::Time start = absl::Now();
-  const double timeout_s = options.timeout_s > 0 ? options.timeout_s : DefaultTimeout(cases);
+  const double timeout_s =
+      options.timeout_s > 0 ? options.timeout_s : DefaultTimeout(cases);
   std::vector<v1::Result> results;
   bool begun = false;
   int registered = 0;
@@ -256,10 +270,12 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases, const v1::Varian
     begun = true;
     RunContext rctx;
     rctx.job_id = job_id;
-    rctx.plan_name = plan->name() + (variant ? " [" + variant->name() + "]" : "");
+    rctx.plan_name =
+        plan->name() + (variant ? " [" + variant->name() + "]" : "");
     rctx.nranks = np;
     rctx.backend = worker_backend == "cuda" ? "cuda (NCCL)" : "host (MPI)";
-    for (const auto& r : manager.Ranks(job_id)) rctx.provenance.add_hosts(r.fingerprint.host());
+    for (const auto& r : manager.Ranks(job_id))
+      rctx.provenance.add_hosts(r.fingerprint.host());
     if (!results.empty()) rctx.provenance = results.front().provenance();
     for (Reporter* rep : reporters) rep->Begin(rctx);
   };
@@ -324,38 +340,45 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases, const v1::Varian
     absl::Time now = absl::Now();
     for (const RankStatus& r : manager.Ranks(job_id)) {
       if (!r.registered || r.final) continue;
-      if (r.fingerprint.host() == my_host && !ProcessAlive(r.fingerprint.pid())) {
+      if (r.fingerprint.host() == my_host &&
+          !ProcessAlive(r.fingerprint.pid())) {
         // After rank 0's final report ranks may exit in any order; mpirun's
         // exit status still catches a rank that dies at the very end.
         if (workers_done) continue;
         fail(v1::WORKER_EXIT, r.rank, r.fingerprint.host(),
              absl::StrFormat("process %d is gone", r.fingerprint.pid()));
-      } else if (now - r.last_seen > absl::Seconds(options.heartbeat_timeout_s)) {
+      } else if (now - r.last_seen >
+                 absl::Seconds(options.heartbeat_timeout_s)) {
         fail(v1::WORKER_UNREACHABLE, r.rank, r.fingerprint.host(),
-             absl::StrFormat("no heartbeat for %.0f s", absl::ToDoubleSeconds(now - r.last_seen)));
+             absl::StrFormat("no heartbeat for %.0f s",
+                             absl::ToDoubleSeconds(now - r.last_seen)));
       }
     }
     if (failure) break;
-    if (registered < np && now - start > absl::Seconds(options.registration_timeout_s)) {
+    if (registered < np &&
+        now - start > absl::Seconds(options.registration_timeout_s)) {
       std::vector<int> missing;
       for (const RankStatus& r : manager.Ranks(job_id)) {
         if (!r.registered) missing.push_back(r.rank);
       }
       fail(v1::WORKER_UNREACHABLE, missing.empty() ? -1 : missing[0], "",
            absl::StrFormat("rank(s) %s never registered within %.0f s",
-                           absl::StrJoin(missing, ", "), options.registration_timeout_s));
+                           absl::StrJoin(missing, ", "),
+                           options.registration_timeout_s));
       break;
     }
     if (now - start > absl::Seconds(timeout_s)) {
-      fail(v1::DEADLINE, -1, "", absl::StrFormat("job exceeded its %.0f s deadline", timeout_s));
+      fail(v1::DEADLINE, -1, "",
+           absl::StrFormat("job exceeded its %.0f s deadline", timeout_s));
       break;
     }
     if (now - last_output > absl::Seconds(10)) {
       int64_t slowest = INT64_MAX;
-      for (const RankStatus& r : manager.Ranks(job_id)) slowest = std::min(slowest, r.progress_seq);
-      std::cerr << absl::StrFormat("ringmaster: still running (%d/%d cases done, %.0f s)\n",
-                                   slowest + 1, cases.size(),
-                                   absl::ToDoubleSeconds(now - start));
+      for (const RankStatus& r : manager.Ranks(job_id))
+        slowest = std::min(slowest, r.progress_seq);
+      std::cerr << absl::StrFormat(
+          "ringmaster: still running (%d/%d cases done, %.0f s)\n", slowest + 1,
+          cases.size(), absl::ToDoubleSeconds(now - start));
       last_output = now;
     }
   }
@@ -370,7 +393,8 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases, const v1::Varian
     mpirun.TerminateSession(absl::Seconds(2));
   }
   for (const RankStatus& r : manager.Ranks(job_id)) {
-    if (r.registered && r.fingerprint.host() == my_host && ProcessAlive(r.fingerprint.pid())) {
+    if (r.registered && r.fingerprint.host() == my_host &&
+        ProcessAlive(r.fingerprint.pid())) {
       kill(r.fingerprint.pid(), SIGKILL);
     }
   }
@@ -406,13 +430,15 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases, const v1::Varian
   }
   if (!failure && static_cast<size_t>(summary.results) < cases.size()) {
     fail(v1::WORKER_EXIT, -1, "",
-         absl::StrFormat("only %d of %d results arrived", summary.results, cases.size()));
+         absl::StrFormat("only %d of %d results arrived", summary.results,
+                         cases.size()));
   }
   summary.succeeded = !failure.has_value();
   if (failure) {
     summary.failure = absl::StrFormat(
         "%s%s%s%s", FailureReasonName(failure->reason()),
-        failure->rank() >= 0 ? absl::StrFormat(" rank %d", failure->rank()) : "",
+        failure->rank() >= 0 ? absl::StrFormat(" rank %d", failure->rank())
+                             : "",
         failure->host().empty() ? "" : " on " + failure->host(),
         failure->detail().empty() ? "" : ": " + failure->detail());
   }
@@ -420,9 +446,10 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases, const v1::Varian
   for (Reporter* rep : reporters) rep->End(summary);
   manager.Finish(job_id, failure ? v1::JOB_FAILED : v1::JOB_SUCCEEDED,
                  failure ? *failure : v1::Failure());
-  std::cerr << absl::StrFormat("ringmaster: job %s %s in %.1f s; results in %s\n", job_id,
-                               failure ? "FAILED" : "SUCCEEDED",
-                               absl::ToDoubleSeconds(absl::Now() - start), job_dir.string());
+  std::cerr << absl::StrFormat(
+      "ringmaster: job %s %s in %.1f s; results in %s\n", job_id,
+      failure ? "FAILED" : "SUCCEEDED",
+      absl::ToDoubleSeconds(absl::Now() - start), job_dir.string());
   if (failure) std::cerr << "ringmaster: failure: " << summary.failure << "\n";
   result_of_job.results = std::move(results);
   result_of_job.failed = failure.has_value();
@@ -433,11 +460,13 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases, const v1::Varian
 
 std::string FindDefaultPlan() {
   std::vector<fs::path> candidates;
-  if (const char* dir = std::getenv("RINGMASTER_PLANS_DIR")) candidates.emplace_back(dir);
+  if (const char* dir = std::getenv("RINGMASTER_PLANS_DIR"))
+    candidates.emplace_back(dir);
   candidates.emplace_back("plans");
   fs::path self = SelfDir();
-  candidates.push_back(self / ".." / ".." / "plans");           // build/bin
-  candidates.push_back(self / ".." / "share" / "ringmaster" / "plans");  // installed
+  candidates.push_back(self / ".." / ".." / "plans");  // build/bin
+  candidates.push_back(self / ".." / "share" / "ringmaster" /
+                       "plans");  // installed
   for (const auto& dir : candidates) {
     fs::path p = dir / "quickstart.yaml";
     std::error_code ec;
@@ -449,7 +478,8 @@ std::string FindDefaultPlan() {
 namespace {
 
 // Loads and expands a plan; on error prints the one-line message.
-bool LoadAndExpand(const std::string& plan_path, v1::Plan* plan, std::vector<v1::Case>* cases) {
+bool LoadAndExpand(const std::string& plan_path, v1::Plan* plan,
+                   std::vector<v1::Case>* cases) {
   auto loaded = LoadPlanFile(plan_path);
   if (!loaded.ok()) {
     Error(std::string(loaded.status().message()));
@@ -475,21 +505,25 @@ int ValidateCommand(const std::string& plan_path) {
   // known; here each stands for all of them.
   int per_rank = 0;
   for (const auto& c : cases) {
-    per_rank += c.bench() != v1::BENCH_COLLECTIVE && c.bench() != v1::BENCH_TRAIN &&
-                c.src_rank() < 0 && c.dst_rank() < 0 && c.pattern() != v1::ALL_RANKS;
+    per_rank += c.bench() != v1::BENCH_COLLECTIVE &&
+                c.bench() != v1::BENCH_TRAIN && c.src_rank() < 0 &&
+                c.dst_rank() < 0 && c.pattern() != v1::ALL_RANKS;
   }
-  std::cout << absl::StrFormat("%s: ok: plan \"%s\", %d case specs, %d cases%s\n", plan_path,
-                               plan.name(), plan.cases_size(), cases.size(),
-                               per_rank > 0 ? absl::StrFormat(" (%d of them expand per rank or "
-                                                              "rank pair at launch)",
-                                                              per_rank)
-                                            : "");
+  std::cout << absl::StrFormat(
+      "%s: ok: plan \"%s\", %d case specs, %d cases%s\n", plan_path,
+      plan.name(), plan.cases_size(), cases.size(),
+      per_rank > 0 ? absl::StrFormat(" (%d of them expand per rank or "
+                                     "rank pair at launch)",
+                                     per_rank)
+                   : "");
   return kExitOk;
 }
 
-int RunCommand(const RunOptions& options, const std::vector<std::string>& command_line) {
+int RunCommand(const RunOptions& options,
+               const std::vector<std::string>& command_line) {
   // 1. Validate everything before writing anything.
-  std::string plan_path = options.plan_path.empty() ? FindDefaultPlan() : options.plan_path;
+  std::string plan_path =
+      options.plan_path.empty() ? FindDefaultPlan() : options.plan_path;
   v1::Plan plan;
   std::vector<v1::Case> cases;
   if (!LoadAndExpand(plan_path, &plan, &cases)) return kExitUsage;
@@ -507,21 +541,25 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
     }
     probe = *p;
   }
-  bool use_gpus = options.backend == "cuda" || (options.backend == "auto" && probe.gpus > 0);
+  bool use_gpus = options.backend == "cuda" ||
+                  (options.backend == "auto" && probe.gpus > 0);
   if (options.backend == "cuda" && probe.gpus == 0) {
-    Error("--backend cuda: no GPU is visible here (use --backend host or auto)");
+    Error(
+        "--backend cuda: no GPU is visible here (use --backend host or auto)");
     return kExitUsage;
   }
   int np = options.np > 0 ? options.np : plan.ranks();
   if (np <= 0) np = use_gpus ? probe.gpus : 2;
   if (use_gpus && options.hostfile.empty() && np > probe.gpus) {
-    Error(absl::StrFormat("--np %d: only %d GPU(s) are visible and NCCL needs one GPU per "
-                          "rank (use --backend host for CPU ranks)",
-                          np, probe.gpus));
+    Error(absl::StrFormat(
+        "--np %d: only %d GPU(s) are visible and NCCL needs one GPU per "
+        "rank (use --backend host for CPU ranks)",
+        np, probe.gpus));
     return kExitUsage;
   }
-  std::string worker_backend = options.backend == "auto" ? (use_gpus ? "cuda" : "host")
-                                                         : options.backend;
+  std::string worker_backend = options.backend == "auto"
+                                   ? (use_gpus ? "cuda" : "host")
+                                   : options.backend;
   // Node benchmarks expand per rank pair, which needs the launch's size.
   {
     auto expanded = ExpandPlan(plan, 100000, np);
@@ -539,7 +577,8 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
     Error(options.out_dir + ": cannot create results folder: " + ec.message());
     return kExitInternal;
   }
-  auto store = Store::Open((fs::path(options.out_dir) / "ringmaster.db").string());
+  auto store =
+      Store::Open((fs::path(options.out_dir) / "ringmaster.db").string());
   if (!store.ok()) {
     Error(std::string(store.status().message()));
     return kExitInternal;
@@ -549,7 +588,8 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
   std::mutex tuning_mu;
   const bool tuning_probe = options.nccl_algorithms && worker_backend == "cuda";
   if (options.nccl_algorithms && !tuning_probe) {
-    std::cerr << "ringmaster: --nccl-algorithms needs the cuda backend; ignored\n";
+    std::cerr
+        << "ringmaster: --nccl-algorithms needs the cuda backend; ignored\n";
   }
   JobManager::Options manager_options;
   if (tuning_probe) {
@@ -573,9 +613,10 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
   }
   // The token travels in the environment, never in argv.
   setenv("RINGMASTER_TOKEN", token.c_str(), 1);
-  JobContext ctx{options,  manager, absl::StrFormat("127.0.0.1:%d", (*server)->port()),
-                 worker,   np,      worker_backend,
-                 plan_path, plan,  command_line};
+  JobContext ctx{
+      options,   manager, absl::StrFormat("127.0.0.1:%d", (*server)->port()),
+      worker,    np,      worker_backend,
+      plan_path, plan,    command_line};
 
   // One job per interconnect variant (or one job when the plan has none).
   std::vector<const v1::Variant*> variants;
@@ -608,12 +649,14 @@ int RunCommand(const RunOptions& options, const std::vector<std::string>& comman
       {
         ScopedEnv debug("NCCL_DEBUG", "INFO");
         ScopedEnv subsys("NCCL_DEBUG_SUBSYS", "TUNING");
-        JobOutcome p = RunJob(ctx, std::move(probe_cases), variant, &tuning, &tuning_mu);
+        JobOutcome p =
+            RunJob(ctx, std::move(probe_cases), variant, &tuning, &tuning_mu);
         internal = internal || p.internal_error;
       }
       std::lock_guard<std::mutex> lock(tuning_mu);
-      std::cerr << absl::StrFormat("ringmaster: NCCL tuning probe: %d choices recorded\n",
-                                   tuning.size());
+      std::cerr << absl::StrFormat(
+          "ringmaster: NCCL tuning probe: %d choices recorded\n",
+          tuning.size());
     }
     JobOutcome outcome = RunJob(ctx, std::move(vcases), variant);
     failed = failed || outcome.failed;

@@ -10,17 +10,17 @@
 namespace ringmaster {
 
 struct RunOptions {
-  std::string plan_path;           // empty: plans/quickstart.yaml
-  int np = 0;                      // 0: plan's ranks, else GPUs, else 2
+  std::string plan_path;  // empty: plans/quickstart.yaml
+  int np = 0;             // 0: plan's ranks, else GPUs, else 2
   std::string out_dir = "ringmaster-results";
-  std::string backend = "auto";    // auto, host, cuda
+  std::string backend = "auto";  // auto, host, cuda
   std::string hostfile;
   std::string mpirun = "mpirun";
   std::vector<std::string> mpirun_args;
-  double timeout_s = 0;            // 0: derived from the plan
+  double timeout_s = 0;  // 0: derived from the plan
   double registration_timeout_s = 60;
   double heartbeat_timeout_s = 15;
-  bool quiet = false;              // no launcher output echoed
+  bool quiet = false;  // no launcher output echoed
   // Label results with NCCL's algorithm/protocol (a tuning probe launch).
   bool nccl_algorithms = false;
 };
@@ -33,7 +33,8 @@ inline constexpr int kExitInternal = 3;
 
 // Runs the job; returns the process exit code. `command_line` is recorded
 // in every result's provenance.
-int RunCommand(const RunOptions& options, const std::vector<std::string>& command_line);
+int RunCommand(const RunOptions& options,
+               const std::vector<std::string>& command_line);
 
 // Validates a plan and prints its expansion summary; exit code as above.
 int ValidateCommand(const std::string& plan_path);

@@ -9,7 +9,8 @@ namespace ringmaster {
 namespace {
 
 bool Terminal(v1::JobState s) {
-  return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED || s == v1::JOB_CANCELLED;
+  return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED ||
+         s == v1::JOB_CANCELLED;
 }
 
 std::string RandomHex(int bytes) {
@@ -29,7 +30,8 @@ std::string NewJobId() {
 std::string NewToken() { return RandomHex(32); }
 
 std::string NowRfc3339() {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(),
+                          absl::UTCTimeZone());
 }
 
 JobManager::JobManager(Store* store, Options options)
@@ -46,12 +48,15 @@ void JobManager::Push(JobEvent event) {
   events_cv_.notify_all();
 }
 
-absl::Status JobManager::Persist(const v1::Job& job) { return store_->PutJob(job); }
+absl::Status JobManager::Persist(const v1::Job& job) {
+  return store_->PutJob(job);
+}
 
-absl::StatusOr<v1::Job> JobManager::CreateJob(const v1::Plan& plan,
-                                              std::vector<v1::Case> cases, int nranks,
-                                              std::vector<std::string> command_line) {
-  if (nranks < 1) return absl::InvalidArgumentError("a job needs at least one rank");
+absl::StatusOr<v1::Job> JobManager::CreateJob(
+    const v1::Plan& plan, std::vector<v1::Case> cases, int nranks,
+    std::vector<std::string> command_line) {
+  if (nranks < 1)
+    return absl::InvalidArgumentError("a job needs at least one rank");
   JobRecord record;
   v1::Job& job = record.job;
   job.set_job_id(NewJobId());
@@ -71,7 +76,8 @@ absl::StatusOr<v1::Job> JobManager::CreateJob(const v1::Plan& plan,
   return copy;
 }
 
-absl::StatusOr<v1::RegisterResponse> JobManager::Register(const v1::RegisterRequest& req) {
+absl::StatusOr<v1::RegisterResponse> JobManager::Register(
+    const v1::RegisterRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
   JobRecord* rec = Find(req.job_id());
   if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
@@ -79,12 +85,13 @@ absl::StatusOr<v1::RegisterResponse> JobManager::Register(const v1::RegisterRequ
     return absl::FailedPreconditionError("job " + req.job_id() + " is over");
   }
   if (req.world_size() != rec->job.nranks()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "job %s has %d ranks, the worker says %d", req.job_id(), rec->job.nranks(),
-        req.world_size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("job %s has %d ranks, the worker says %d", req.job_id(),
+                        rec->job.nranks(), req.world_size()));
   }
   if (req.rank() < 0 || req.rank() >= rec->job.nranks()) {
-    return absl::InvalidArgumentError(absl::StrFormat("rank %d out of range", req.rank()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rank %d out of range", req.rank()));
   }
   RankStatus& rank = rec->ranks[req.rank()];
   rank.registered = true;
@@ -106,13 +113,15 @@ absl::StatusOr<v1::RegisterResponse> JobManager::Register(const v1::RegisterRequ
   return resp;
 }
 
-absl::StatusOr<v1::HeartbeatResponse> JobManager::Heartbeat(const v1::HeartbeatRequest& req) {
+absl::StatusOr<v1::HeartbeatResponse> JobManager::Heartbeat(
+    const v1::HeartbeatRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
   JobRecord* rec = Find(req.job_id());
   if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
   v1::HeartbeatResponse resp;
   if (req.rank() < 0 || req.rank() >= rec->job.nranks()) {
-    return absl::InvalidArgumentError(absl::StrFormat("rank %d out of range", req.rank()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rank %d out of range", req.rank()));
   }
   RankStatus& rank = rec->ranks[req.rank()];
   rank.last_seen = absl::Now();
@@ -129,7 +138,8 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
     JobRecord* rec = Find(req.job_id());
     if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
     if (req.rank() < 0 || req.rank() >= rec->job.nranks()) {
-      return absl::InvalidArgumentError(absl::StrFormat("rank %d out of range", req.rank()));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("rank %d out of range", req.rank()));
     }
     if (req.attempt() != rec->job.attempt()) {
       return absl::FailedPreconditionError(absl::StrFormat(
@@ -140,7 +150,8 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
     }
     for (const v1::Result& r : req.results()) {
       if (r.job_id() != req.job_id() || r.idempotency_key().empty()) {
-        return absl::InvalidArgumentError("result without this job's id or an idempotency key");
+        return absl::InvalidArgumentError(
+            "result without this job's id or an idempotency key");
       }
       v1::Result copy = r;
       v1::Provenance* p = copy.mutable_provenance();
@@ -157,7 +168,8 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
   std::lock_guard<std::mutex> lock(mu_);
   JobRecord* rec = Find(req.job_id());
   if (rec) {
-    rec->job.set_results_received(rec->job.results_received() + counts->accepted);
+    rec->job.set_results_received(rec->job.results_received() +
+                                  counts->accepted);
     rec->ranks[req.rank()].last_seen = absl::Now();
   }
   // Only newly stored results become events (a retried report is silent).
@@ -194,9 +206,8 @@ absl::StatusOr<v1::Job> JobManager::GetJob(const std::string& job_id) {
   return store_->GetJob(job_id);
 }
 
-absl::StatusOr<std::vector<v1::Result>> JobManager::QueryResults(const std::string& job_id,
-                                                                 int64_t after_seq,
-                                                                 int limit) {
+absl::StatusOr<std::vector<v1::Result>> JobManager::QueryResults(
+    const std::string& job_id, int64_t after_seq, int limit) {
   return store_->Results(job_id, after_seq, limit);
 }
 

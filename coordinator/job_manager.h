@@ -57,24 +57,28 @@ class JobManager {
   explicit JobManager(Store* store) : JobManager(store, Options()) {}
 
   // Creates a PENDING job with a fresh id and stores it.
-  absl::StatusOr<v1::Job> CreateJob(const v1::Plan& plan, std::vector<v1::Case> cases,
-                                    int nranks, std::vector<std::string> command_line);
+  absl::StatusOr<v1::Job> CreateJob(const v1::Plan& plan,
+                                    std::vector<v1::Case> cases, int nranks,
+                                    std::vector<std::string> command_line);
 
   // Worker calls. Errors use gRPC-compatible codes: NotFound (unknown job),
   // InvalidArgument (bad rank), FailedPrecondition (job over, stale attempt).
-  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
-  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  absl::StatusOr<v1::RegisterResponse> Register(
+      const v1::RegisterRequest& request);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(
+      const v1::HeartbeatRequest& request);
   absl::StatusOr<v1::ReportResultsResponse> ReportResults(
       const v1::ReportResultsRequest& request);
 
   // User calls.
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
-  absl::StatusOr<std::vector<v1::Result>> QueryResults(const std::string& job_id,
-                                                       int64_t after_seq, int limit);
+  absl::StatusOr<std::vector<v1::Result>> QueryResults(
+      const std::string& job_id, int64_t after_seq, int limit);
 
   // Moves the job to a terminal state; the first call wins (returns false
   // when the job was already terminal or is unknown).
-  bool Finish(const std::string& job_id, v1::JobState state, const v1::Failure& failure);
+  bool Finish(const std::string& job_id, v1::JobState state,
+              const v1::Failure& failure);
 
   std::vector<RankStatus> Ranks(const std::string& job_id);
 

@@ -58,13 +58,16 @@ TEST_F(JobManagerTest, RegisterReturnsCasesAndStartsTheJob) {
 TEST_F(JobManagerTest, RejectsBadRegistrations) {
   v1::RegisterRequest req;
   req.set_job_id("unknown");
-  EXPECT_EQ(manager_->Register(req).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(manager_->Register(req).status().code(),
+            absl::StatusCode::kNotFound);
   req.set_job_id(job_.job_id());
   req.set_world_size(3);
-  EXPECT_EQ(manager_->Register(req).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(manager_->Register(req).status().code(),
+            absl::StatusCode::kInvalidArgument);
   req.set_world_size(2);
   req.set_rank(2);
-  EXPECT_EQ(manager_->Register(req).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(manager_->Register(req).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(JobManagerTest, ResultsAreStoredOnceAndStamped) {
@@ -86,7 +89,8 @@ TEST_F(JobManagerTest, ResultsAreStoredOnceAndStamped) {
   auto ev = manager_->NextEvent(absl::ZeroDuration());
   ASSERT_TRUE(ev.has_value());
   EXPECT_EQ(ev->type, JobEvent::Type::kResult);
-  EXPECT_FALSE(manager_->NextEvent(absl::ZeroDuration()).has_value());  // retry silent
+  EXPECT_FALSE(
+      manager_->NextEvent(absl::ZeroDuration()).has_value());  // retry silent
 }
 
 TEST_F(JobManagerTest, StaleAttemptsAndLateWritesAreRejected) {
@@ -99,7 +103,8 @@ TEST_F(JobManagerTest, StaleAttemptsAndLateWritesAreRejected) {
   v1::Failure f;
   f.set_reason(v1::WORKER_EXIT);
   EXPECT_TRUE(manager_->Finish(job_.job_id(), v1::JOB_FAILED, f));
-  EXPECT_FALSE(manager_->Finish(job_.job_id(), v1::JOB_SUCCEEDED, {}));  // first wins
+  EXPECT_FALSE(
+      manager_->Finish(job_.job_id(), v1::JOB_SUCCEEDED, {}));  // first wins
   req.set_attempt(1);
   EXPECT_EQ(manager_->ReportResults(req).status().code(),
             absl::StatusCode::kFailedPrecondition);

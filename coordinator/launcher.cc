@@ -35,16 +35,19 @@ std::vector<std::string> BuildMpirunArgv(const MpirunOptions& o) {
   return argv;
 }
 
-std::vector<std::string> ForwardedEnvNames(const std::vector<std::string>& env) {
+std::vector<std::string> ForwardedEnvNames(
+    const std::vector<std::string>& env) {
   std::vector<std::string> names;
   for (const std::string& kv : env) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) continue;
     std::string name = kv.substr(0, eq);
-    bool ok = absl::StartsWith(name, "NCCL_") || absl::StartsWith(name, "RINGMASTER_") ||
+    bool ok = absl::StartsWith(name, "NCCL_") ||
+              absl::StartsWith(name, "RINGMASTER_") ||
               name == "CUDA_VISIBLE_DEVICES" || name == "LD_LIBRARY_PATH";
     // Names only ever reach argv, but keep them to the shell-safe set.
-    for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+    for (char c : name)
+      ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
     if (ok) names.push_back(name);
   }
   return names;
@@ -65,7 +68,8 @@ std::optional<RankFailure> ParseMpirunFailureLine(std::string_view line) {
 }
 
 std::string DescribeWaitStatus(int status) {
-  if (WIFEXITED(status)) return absl::StrFormat("exit code %d", WEXITSTATUS(status));
+  if (WIFEXITED(status))
+    return absl::StrFormat("exit code %d", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
     return absl::StrFormat("signal %d (%s)", sig, strsignal(sig));
@@ -81,7 +85,8 @@ std::vector<pid_t> ProcessesInSession(pid_t sid) {
     int pid = 0;
     if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
     std::ifstream stat(absl::StrFormat("/proc/%d/stat", pid));
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    std::string text((std::istreambuf_iterator<char>(stat)),
+                     std::istreambuf_iterator<char>());
     // Fields after the parenthesised command: state ppid pgrp session ...
     auto close = text.rfind(')');
     if (close == std::string::npos) continue;
@@ -131,7 +136,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
+                                   O_RDONLY, 0);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
@@ -169,7 +175,8 @@ int ChildProcess::TerminateSession(absl::Duration grace) {
   auto wait_until = [this](absl::Time deadline, bool whole_session) {
     while (absl::Now() < deadline) {
       Poll();
-      if (status_ && (!whole_session || ProcessesInSession(pid_).empty())) return true;
+      if (status_ && (!whole_session || ProcessesInSession(pid_).empty()))
+        return true;
       absl::SleepFor(absl::Milliseconds(20));
     }
     return false;
@@ -205,7 +212,8 @@ void ChildProcess::JoinReaders() {
 }
 
 ChildProcess::~ChildProcess() {
-  if (!Poll() || !ProcessesInSession(pid_).empty()) TerminateSession(absl::Seconds(1));
+  if (!Poll() || !ProcessesInSession(pid_).empty())
+    TerminateSession(absl::Seconds(1));
   JoinReaders();
 }
 

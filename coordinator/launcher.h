@@ -25,9 +25,9 @@ namespace ringmaster {
 struct MpirunOptions {
   std::string mpirun = "mpirun";
   int np = 2;
-  std::string hostfile;            // empty: local host only
-  bool allow_run_as_root = false;  // required by OpenMPI when uid is 0
-  bool oversubscribe = false;      // more ranks than cores
+  std::string hostfile;                  // empty: local host only
+  bool allow_run_as_root = false;        // required by OpenMPI when uid is 0
+  bool oversubscribe = false;            // more ranks than cores
   std::vector<std::string> forward_env;  // variable names passed with -x
   std::vector<std::string> extra_args;   // user's extra mpirun arguments
   std::vector<std::string> worker_argv;  // the worker and its arguments
@@ -62,7 +62,8 @@ std::vector<pid_t> ProcessesInSession(pid_t sid);
 // delivered to a callback from a reader thread.
 class ChildProcess {
  public:
-  using LineCallback = std::function<void(std::string_view line, bool is_stderr)>;
+  using LineCallback =
+      std::function<void(std::string_view line, bool is_stderr)>;
   // Starts argv[0] (looked up in PATH). `on_line` runs on reader threads
   // and must be thread-safe.
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(

@@ -21,23 +21,25 @@ TEST(BuildMpirunArgv, ArgvNotShell) {
   o.forward_env = {"NCCL_NVLS_ENABLE", "RINGMASTER_TOKEN"};
   o.worker_argv = {"/bin/worker", "run", "--job", "x; rm -rf /"};
   EXPECT_THAT(BuildMpirunArgv(o),
-              ElementsAre("mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4",
-                          "--bind-to", "none", "-x", "NCCL_NVLS_ENABLE", "-x",
-                          "RINGMASTER_TOKEN", "/bin/worker", "run", "--job",
-                          "x; rm -rf /"));
+              ElementsAre("mpirun", "--allow-run-as-root", "--oversubscribe",
+                          "-np", "4", "--bind-to", "none", "-x",
+                          "NCCL_NVLS_ENABLE", "-x", "RINGMASTER_TOKEN",
+                          "/bin/worker", "run", "--job", "x; rm -rf /"));
 }
 
 TEST(ForwardedEnvNames, Allowlist) {
-  EXPECT_THAT(ForwardedEnvNames({"NCCL_NVLS_ENABLE=0", "HOME=/root", "NCCL_DEBUG=INFO",
-                                 "CUDA_VISIBLE_DEVICES=0,1", "RINGMASTER_TOKEN=abc",
-                                 "AWS_SECRET=x", "LD_LIBRARY_PATH=/x", "=bad"}),
-              ElementsAre("NCCL_NVLS_ENABLE", "NCCL_DEBUG", "CUDA_VISIBLE_DEVICES",
-                          "RINGMASTER_TOKEN", "LD_LIBRARY_PATH"));
+  EXPECT_THAT(
+      ForwardedEnvNames({"NCCL_NVLS_ENABLE=0", "HOME=/root", "NCCL_DEBUG=INFO",
+                         "CUDA_VISIBLE_DEVICES=0,1", "RINGMASTER_TOKEN=abc",
+                         "AWS_SECRET=x", "LD_LIBRARY_PATH=/x", "=bad"}),
+      ElementsAre("NCCL_NVLS_ENABLE", "NCCL_DEBUG", "CUDA_VISIBLE_DEVICES",
+                  "RINGMASTER_TOKEN", "LD_LIBRARY_PATH"));
 }
 
 TEST(ParseMpirunFailureLine, OpenMpiMessages) {
   auto f = ParseMpirunFailureLine(
-      "mpirun noticed that process rank 1 with PID 4242 on node vm exited on signal 9 "
+      "mpirun noticed that process rank 1 with PID 4242 on node vm exited on "
+      "signal 9 "
       "(Killed).");
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->rank, 1);
@@ -54,11 +56,12 @@ TEST(DescribeWaitStatus, ExitAndSignal) {
 TEST(ChildProcess, DeliversLinesAndExitStatus) {
   std::mutex mu;
   std::vector<std::string> out, err;
-  auto child = ChildProcess::Spawn({"sh", "-c", "echo one; echo two >&2; exit 7"},
-                                   [&](std::string_view line, bool is_err) {
-                                     std::lock_guard<std::mutex> lock(mu);
-                                     (is_err ? err : out).emplace_back(line);
-                                   });
+  auto child =
+      ChildProcess::Spawn({"sh", "-c", "echo one; echo two >&2; exit 7"},
+                          [&](std::string_view line, bool is_err) {
+                            std::lock_guard<std::mutex> lock(mu);
+                            (is_err ? err : out).emplace_back(line);
+                          });
   ASSERT_TRUE(child.ok()) << child.status();
   std::optional<int> status;
   for (int i = 0; i < 500 && !(status = (*child)->Poll()); ++i) {
@@ -74,9 +77,10 @@ TEST(ChildProcess, DeliversLinesAndExitStatus) {
 TEST(ChildProcess, TerminateSessionReapsGrandchildren) {
   // The shell starts two background sleepers that ignore SIGTERM, like a
   // launcher whose ranks live in process groups of their own.
-  auto child = ChildProcess::Spawn(
-      {"sh", "-c", "trap '' TERM; (trap '' TERM; sleep 60) & (trap '' TERM; sleep 60) & wait"},
-      [](std::string_view, bool) {});
+  auto child = ChildProcess::Spawn({"sh", "-c",
+                                    "trap '' TERM; (trap '' TERM; sleep 60) & "
+                                    "(trap '' TERM; sleep 60) & wait"},
+                                   [](std::string_view, bool) {});
   ASSERT_TRUE(child.ok());
   pid_t sid = (*child)->pid();
   for (int i = 0; i < 200 && ProcessesInSession(sid).size() < 3; ++i) {
@@ -90,7 +94,8 @@ TEST(ChildProcess, TerminateSessionReapsGrandchildren) {
 }
 
 TEST(ChildProcess, MissingProgram) {
-  auto child = ChildProcess::Spawn({"/nonexistent/program"}, [](std::string_view, bool) {});
+  auto child = ChildProcess::Spawn({"/nonexistent/program"},
+                                   [](std::string_view, bool) {});
   EXPECT_FALSE(child.ok());
 }
 

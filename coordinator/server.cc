@@ -15,7 +15,8 @@ namespace {
 
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                      std::string(s.message()));
 }
 
 // Constant-time comparison so the token cannot be guessed byte by byte.
@@ -39,12 +40,14 @@ class Service final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
                                       const v1::HeartbeatRequest* req,
                                       v1::HeartbeatResponse* resp) override {
-    return Respond(ctx, [&] { return Assign(manager_->Heartbeat(*req), resp); });
+    return Respond(ctx,
+                   [&] { return Assign(manager_->Heartbeat(*req), resp); });
   }
-  grpc::ServerUnaryReactor* ReportResults(grpc::CallbackServerContext* ctx,
-                                          const v1::ReportResultsRequest* req,
-                                          v1::ReportResultsResponse* resp) override {
-    return Respond(ctx, [&] { return Assign(manager_->ReportResults(*req), resp); });
+  grpc::ServerUnaryReactor* ReportResults(
+      grpc::CallbackServerContext* ctx, const v1::ReportResultsRequest* req,
+      v1::ReportResultsResponse* resp) override {
+    return Respond(ctx,
+                   [&] { return Assign(manager_->ReportResults(*req), resp); });
   }
   grpc::ServerUnaryReactor* SubmitPlan(grpc::CallbackServerContext* ctx,
                                        const v1::SubmitPlanRequest* req,
@@ -56,7 +59,8 @@ class Service final : public v1::Coordinator::CallbackService {
         if (!parsed.ok()) return parsed.status();
         plan = *parsed;
       }
-      int nranks = req->nranks() > 0 ? req->nranks() : (plan.ranks() > 0 ? plan.ranks() : 1);
+      int nranks = req->nranks() > 0 ? req->nranks()
+                                     : (plan.ranks() > 0 ? plan.ranks() : 1);
       auto cases = ExpandPlan(plan, 100000, nranks);
       if (!cases.ok()) return cases.status();
       return Assign(manager_->CreateJob(plan, std::move(*cases), nranks, {}),
@@ -66,13 +70,16 @@ class Service final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* ctx,
                                    const v1::GetJobRequest* req,
                                    v1::GetJobResponse* resp) override {
-    return Respond(ctx, [&] { return Assign(manager_->GetJob(req->job_id()), resp->mutable_job()); });
+    return Respond(ctx, [&] {
+      return Assign(manager_->GetJob(req->job_id()), resp->mutable_job());
+    });
   }
-  grpc::ServerUnaryReactor* QueryResults(grpc::CallbackServerContext* ctx,
-                                         const v1::QueryResultsRequest* req,
-                                         v1::QueryResultsResponse* resp) override {
+  grpc::ServerUnaryReactor* QueryResults(
+      grpc::CallbackServerContext* ctx, const v1::QueryResultsRequest* req,
+      v1::QueryResultsResponse* resp) override {
     return Respond(ctx, [&]() -> absl::Status {
-      auto results = manager_->QueryResults(req->job_id(), req->after_seq(), req->limit());
+      auto results =
+          manager_->QueryResults(req->job_id(), req->after_seq(), req->limit());
       if (!results.ok()) return results.status();
       for (auto& r : *results) *resp->add_results() = std::move(r);
       return absl::OkStatus();
@@ -88,10 +95,12 @@ class Service final : public v1::Coordinator::CallbackService {
   }
 
   template <typename F>
-  grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* ctx, F&& handler) {
+  grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* ctx,
+                                    F&& handler) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     if (!Authorized(*ctx)) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "bad or missing token"));
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                   "bad or missing token"));
       return reactor;
     }
     reactor->Finish(ToGrpc(handler()));
@@ -121,7 +130,8 @@ class GrpcCoordinatorServer : public CoordinatorServer {
   int port() const override { return port_; }
   void Shutdown() override {
     if (!server_) return;
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(1));
     server_->Wait();
     server_.reset();
   }
@@ -147,12 +157,14 @@ bool IsLoopbackAddress(const std::string& address) {
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     JobManager* manager, const std::string& address, const std::string& token) {
   if (!IsLoopbackAddress(address)) {
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "%s is not a loopback address; non-loopback listeners need TLS, which is "
-        "not supported yet",
-        address));
+    return absl::PermissionDeniedError(
+        absl::StrFormat("%s is not a loopback address; non-loopback listeners "
+                        "need TLS, which is "
+                        "not supported yet",
+                        address));
   }
-  if (token.empty()) return absl::InvalidArgumentError("an empty token is not allowed");
+  if (token.empty())
+    return absl::InvalidArgumentError("an empty token is not allowed");
   auto service = std::make_unique<Service>(manager, token);
   grpc::ServerBuilder builder;
   int port = 0;

@@ -17,7 +17,8 @@ class CoordinatorServer {
   // addresses are accepted: other listeners need TLS, which comes later.
   // `manager` must outlive the server.
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
-      JobManager* manager, const std::string& address, const std::string& token);
+      JobManager* manager, const std::string& address,
+      const std::string& token);
   virtual ~CoordinatorServer() = default;
   virtual int port() const = 0;
   // Stops accepting calls and waits (up to a second) for calls in flight.

@@ -19,7 +19,8 @@ class ServerTest : public ::testing::Test {
     auto job = manager_->CreateJob(plan, {v1::Case()}, 1, {});
     ASSERT_TRUE(job.ok());
     job_id_ = job->job_id();
-    auto server = CoordinatorServer::Start(manager_.get(), "127.0.0.1:0", "secret");
+    auto server =
+        CoordinatorServer::Start(manager_.get(), "127.0.0.1:0", "secret");
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     address_ = "127.0.0.1:" + std::to_string(server_->port());

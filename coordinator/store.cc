@@ -9,7 +9,8 @@ namespace ringmaster {
 namespace {
 
 absl::Status SqlError(sqlite3* db, const char* what) {
-  return absl::InternalError(absl::StrFormat("sqlite: %s: %s", what, sqlite3_errmsg(db)));
+  return absl::InternalError(
+      absl::StrFormat("sqlite: %s: %s", what, sqlite3_errmsg(db)));
 }
 
 // Finalizes a prepared statement on scope exit.
@@ -31,12 +32,14 @@ class Statement {
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db,
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+      nullptr);
   if (rc != SQLITE_OK) {
-    absl::Status s = absl::UnavailableError(absl::StrFormat(
-        "%s: cannot open results store: %s", path, db ? sqlite3_errmsg(db) : "out of memory"));
+    absl::Status s = absl::UnavailableError(
+        absl::StrFormat("%s: cannot open results store: %s", path,
+                        db ? sqlite3_errmsg(db) : "out of memory"));
     sqlite3_close(db);
     return s;
   }
@@ -51,7 +54,8 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
       " job_id TEXT PRIMARY KEY, state INTEGER NOT NULL, created_at TEXT,"
       " finished_at TEXT, job BLOB NOT NULL)",
       "CREATE TABLE IF NOT EXISTS results ("
-      " idempotency_key TEXT PRIMARY KEY, job_id TEXT NOT NULL, attempt INTEGER,"
+      " idempotency_key TEXT PRIMARY KEY, job_id TEXT NOT NULL, attempt "
+      "INTEGER,"
       " rank INTEGER, seq INTEGER, status INTEGER, busbw_gbps REAL,"
       " result BLOB NOT NULL)",
       "CREATE INDEX IF NOT EXISTS results_by_job ON results(job_id, seq)",
@@ -64,9 +68,11 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   if (!check.ok() || sqlite3_step(check.get()) != SQLITE_ROW) {
     return SqlError(db, "quick_check");
   }
-  std::string verdict = reinterpret_cast<const char*>(sqlite3_column_text(check.get(), 0));
+  std::string verdict =
+      reinterpret_cast<const char*>(sqlite3_column_text(check.get(), 0));
   if (verdict != "ok") {
-    return absl::DataLossError(absl::StrFormat("%s: quick_check: %s", path, verdict));
+    return absl::DataLossError(
+        absl::StrFormat("%s: quick_check: %s", path, verdict));
   }
   return store;
 }
@@ -79,7 +85,8 @@ Store::~Store() {
 absl::Status Store::Exec(const char* sql) {
   char* err = nullptr;
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    absl::Status s = absl::InternalError(absl::StrFormat("sqlite: %s: %s", sql, err ? err : "?"));
+    absl::Status s = absl::InternalError(
+        absl::StrFormat("sqlite: %s: %s", sql, err ? err : "?"));
     sqlite3_free(err);
     return s;
   }
@@ -88,16 +95,20 @@ absl::Status Store::Exec(const char* sql) {
 
 absl::Status Store::PutJob(const v1::Job& job) {
   std::lock_guard<std::mutex> lock(mu_);
-  Statement st(db_,
-               "INSERT OR REPLACE INTO jobs(job_id, state, created_at, finished_at, job)"
-               " VALUES(?, ?, ?, ?, ?)");
+  Statement st(
+      db_,
+      "INSERT OR REPLACE INTO jobs(job_id, state, created_at, finished_at, job)"
+      " VALUES(?, ?, ?, ?, ?)");
   if (!st.ok()) return SqlError(db_, "prepare PutJob");
   std::string blob = job.SerializeAsString();
   sqlite3_bind_text(st.get(), 1, job.job_id().c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_int(st.get(), 2, job.state());
-  sqlite3_bind_text(st.get(), 3, job.created_at().c_str(), -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st.get(), 4, job.finished_at().c_str(), -1, SQLITE_TRANSIENT);
-  sqlite3_bind_blob(st.get(), 5, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_text(st.get(), 3, job.created_at().c_str(), -1,
+                    SQLITE_TRANSIENT);
+  sqlite3_bind_text(st.get(), 4, job.finished_at().c_str(), -1,
+                    SQLITE_TRANSIENT);
+  sqlite3_bind_blob(st.get(), 5, blob.data(), static_cast<int>(blob.size()),
+                    SQLITE_TRANSIENT);
   if (sqlite3_step(st.get()) != SQLITE_DONE) return SqlError(db_, "PutJob");
   return absl::OkStatus();
 }
@@ -113,7 +124,8 @@ absl::StatusOr<v1::Job> Store::GetJob(const std::string& job_id) {
   v1::Job job;
   const void* data = sqlite3_column_blob(st.get(), 0);
   int len = sqlite3_column_bytes(st.get(), 0);
-  if (!job.ParseFromArray(data, len)) return absl::DataLossError("corrupt job row " + job_id);
+  if (!job.ParseFromArray(data, len))
+    return absl::DataLossError("corrupt job row " + job_id);
   return job;
 }
 
@@ -125,9 +137,10 @@ absl::StatusOr<Store::InsertCounts> Store::InsertResults(
   absl::Status s = Exec("BEGIN IMMEDIATE");
   if (!s.ok()) return s;
   {
-    Statement st(db_,
-                 "INSERT OR IGNORE INTO results(idempotency_key, job_id, attempt, rank,"
-                 " seq, status, busbw_gbps, result) VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
+    Statement st(
+        db_,
+        "INSERT OR IGNORE INTO results(idempotency_key, job_id, attempt, rank,"
+        " seq, status, busbw_gbps, result) VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
     if (!st.ok()) {
       Exec("ROLLBACK").IgnoreError();
       return SqlError(db_, "prepare InsertResults");
@@ -135,7 +148,8 @@ absl::StatusOr<Store::InsertCounts> Store::InsertResults(
     for (const v1::Result& r : results) {
       std::string blob = r.SerializeAsString();
       sqlite3_reset(st.get());
-      sqlite3_bind_text(st.get(), 1, r.idempotency_key().c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(st.get(), 1, r.idempotency_key().c_str(), -1,
+                        SQLITE_TRANSIENT);
       sqlite3_bind_text(st.get(), 2, r.job_id().c_str(), -1, SQLITE_TRANSIENT);
       sqlite3_bind_int(st.get(), 3, r.attempt());
       sqlite3_bind_int(st.get(), 4, reporting_rank);
@@ -164,8 +178,8 @@ absl::StatusOr<Store::InsertCounts> Store::InsertResults(
   return counts;
 }
 
-absl::StatusOr<std::vector<v1::Result>> Store::Results(const std::string& job_id,
-                                                       int64_t after_seq, int limit) {
+absl::StatusOr<std::vector<v1::Result>> Store::Results(
+    const std::string& job_id, int64_t after_seq, int limit) {
   std::lock_guard<std::mutex> lock(mu_);
   Statement st(db_,
                "SELECT result FROM results WHERE job_id = ? AND seq > ?"
@@ -178,7 +192,8 @@ absl::StatusOr<std::vector<v1::Result>> Store::Results(const std::string& job_id
   int rc;
   while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
     v1::Result r;
-    if (!r.ParseFromArray(sqlite3_column_blob(st.get(), 0), sqlite3_column_bytes(st.get(), 0))) {
+    if (!r.ParseFromArray(sqlite3_column_blob(st.get(), 0),
+                          sqlite3_column_bytes(st.get(), 0))) {
       return absl::DataLossError("corrupt result row in job " + job_id);
     }
     out.push_back(std::move(r));

@@ -41,8 +41,8 @@ class Store {
   };
   // Stores `results` in one transaction; results whose idempotency key is
   // already stored are counted as duplicates and left unchanged.
-  absl::StatusOr<InsertCounts> InsertResults(const std::vector<v1::Result>& results,
-                                             int reporting_rank);
+  absl::StatusOr<InsertCounts> InsertResults(
+      const std::vector<v1::Result>& results, int reporting_rank);
 
   // Results of `job_id` with case.seq > after_seq, in seq order; limit 0 =
   // all.

@@ -42,7 +42,8 @@ TEST_F(StoreTest, UsesWalAndFullSync) {
   sqlite3_stmt* st = nullptr;
   sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, nullptr);
   ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "wal");
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)),
+               "wal");
   sqlite3_finalize(st);
   sqlite3_close(db);
 }
@@ -55,11 +56,13 @@ TEST_F(StoreTest, ResultsAreIdempotentAndSurviveReopen) {
     job.set_job_id("j1");
     job.set_state(v1::JOB_RUNNING);
     ASSERT_TRUE((*store)->PutJob(job).ok());
-    auto counts = (*store)->InsertResults({MakeResult("j1", 0), MakeResult("j1", 1)}, 0);
+    auto counts =
+        (*store)->InsertResults({MakeResult("j1", 0), MakeResult("j1", 1)}, 0);
     ASSERT_TRUE(counts.ok());
     EXPECT_EQ(counts->accepted, 2);
     EXPECT_EQ(counts->duplicates, 0);
-    counts = (*store)->InsertResults({MakeResult("j1", 1), MakeResult("j1", 2)}, 0);
+    counts =
+        (*store)->InsertResults({MakeResult("j1", 1), MakeResult("j1", 2)}, 0);
     ASSERT_TRUE(counts.ok());
     EXPECT_EQ(counts->accepted, 1);
     EXPECT_EQ(counts->duplicates, 1);
@@ -78,7 +81,8 @@ TEST_F(StoreTest, ResultsAreIdempotentAndSurviveReopen) {
   auto job = (*store)->GetJob("j1");
   ASSERT_TRUE(job.ok());
   EXPECT_EQ(job->state(), v1::JOB_RUNNING);
-  EXPECT_EQ((*store)->GetJob("nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*store)->GetJob("nope").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST_F(StoreTest, UnopenablePathIsAnError) {

@@ -12,7 +12,8 @@ namespace ringmaster {
 absl::StatusOr<std::vector<Fault>> ParseFaults(std::string_view std_text) {
   absl::string_view text(std_text.data(), std_text.size());
   std::vector<Fault> faults;
-  for (absl::string_view item : absl::StrSplit(text, ';', absl::SkipWhitespace())) {
+  for (absl::string_view item :
+       absl::StrSplit(text, ';', absl::SkipWhitespace())) {
     std::vector<std::string> parts =
         absl::StrSplit(absl::StripAsciiWhitespace(item), ':');
     Fault f;

@@ -60,10 +60,9 @@ std::optional<FingerprintMismatch> CompareFingerprints(
   }
   if (m.fields.empty()) return std::nullopt;
   std::sort(m.ranks.begin(), m.ranks.end());
-  m.detail = absl::StrFormat("%s differ on rank(s) %s (%s)",
-                             absl::StrJoin(m.fields, ", "),
-                             absl::StrJoin(m.ranks, ", "),
-                             absl::StrJoin(details, "; "));
+  m.detail = absl::StrFormat(
+      "%s differ on rank(s) %s (%s)", absl::StrJoin(m.fields, ", "),
+      absl::StrJoin(m.ranks, ", "), absl::StrJoin(details, "; "));
   return m;
 }
 

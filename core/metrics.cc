@@ -29,13 +29,14 @@ double GigabytesPerSecond(int64_t bytes, double seconds) {
 }
 
 void FillBandwidth(v1::Result* result) {
-  double algbw =
-      GigabytesPerSecond(AlgBwBytes(result->case_()), result->stats().median_s());
+  double algbw = GigabytesPerSecond(AlgBwBytes(result->case_()),
+                                    result->stats().median_s());
   result->set_algbw_gbps(algbw);
-  result->set_busbw_gbps(algbw *
-                         BusBwFactor(result->case_().collective(), result->nranks()));
+  result->set_busbw_gbps(
+      algbw * BusBwFactor(result->case_().collective(), result->nranks()));
   double ceiling = result->case_().ceiling_gbps();
-  result->set_pct_of_ceiling(ceiling > 0 ? 100.0 * result->busbw_gbps() / ceiling : 0);
+  result->set_pct_of_ceiling(
+      ceiling > 0 ? 100.0 * result->busbw_gbps() / ceiling : 0);
 }
 
 }  // namespace ringmaster

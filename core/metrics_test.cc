@@ -26,13 +26,15 @@ INSTANTIATE_TEST_SUITE_P(
         FactorCase{v1::ALL_REDUCE, 4, 1.5}, FactorCase{v1::ALL_REDUCE, 8, 1.75},
         // all_gather, reduce_scatter, all_to_all: (n-1)/n
         FactorCase{v1::ALL_GATHER, 1, 0.0}, FactorCase{v1::ALL_GATHER, 2, 0.5},
-        FactorCase{v1::ALL_GATHER, 4, 0.75}, FactorCase{v1::ALL_GATHER, 8, 0.875},
+        FactorCase{v1::ALL_GATHER, 4, 0.75},
+        FactorCase{v1::ALL_GATHER, 8, 0.875},
         FactorCase{v1::REDUCE_SCATTER, 1, 0.0},
         FactorCase{v1::REDUCE_SCATTER, 2, 0.5},
         FactorCase{v1::REDUCE_SCATTER, 4, 0.75},
         FactorCase{v1::REDUCE_SCATTER, 8, 0.875},
         FactorCase{v1::ALL_TO_ALL, 1, 0.0}, FactorCase{v1::ALL_TO_ALL, 2, 0.5},
-        FactorCase{v1::ALL_TO_ALL, 4, 0.75}, FactorCase{v1::ALL_TO_ALL, 8, 0.875},
+        FactorCase{v1::ALL_TO_ALL, 4, 0.75},
+        FactorCase{v1::ALL_TO_ALL, 8, 0.875},
         // broadcast, reduce, send_recv: 1
         FactorCase{v1::BROADCAST, 1, 1.0}, FactorCase{v1::BROADCAST, 2, 1.0},
         FactorCase{v1::BROADCAST, 4, 1.0}, FactorCase{v1::BROADCAST, 8, 1.0},

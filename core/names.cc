@@ -17,9 +17,12 @@ struct Entry {
 };
 
 constexpr Entry<v1::Collective> kCollectives[] = {
-    {v1::ALL_REDUCE, "all_reduce"}, {v1::ALL_GATHER, "all_gather"},
-    {v1::REDUCE_SCATTER, "reduce_scatter"}, {v1::BROADCAST, "broadcast"},
-    {v1::REDUCE, "reduce"}, {v1::ALL_TO_ALL, "all_to_all"},
+    {v1::ALL_REDUCE, "all_reduce"},
+    {v1::ALL_GATHER, "all_gather"},
+    {v1::REDUCE_SCATTER, "reduce_scatter"},
+    {v1::BROADCAST, "broadcast"},
+    {v1::REDUCE, "reduce"},
+    {v1::ALL_TO_ALL, "all_to_all"},
     {v1::SEND_RECV, "send_recv"},
 };
 
@@ -32,31 +35,45 @@ constexpr Entry<v1::DataType> kDataTypes[] = {
 };
 // Accepted alternative spellings (nccl-tests, PyTorch).
 constexpr Entry<v1::DataType> kDataTypeAliases[] = {
-    {v1::FLOAT32, "float"}, {v1::FLOAT32, "fp32"},  {v1::BFLOAT16, "bf16"},
-    {v1::FLOAT16, "half"},  {v1::FLOAT16, "fp16"},  {v1::FLOAT64, "double"},
-    {v1::FLOAT64, "fp64"},  {v1::INT32, "int"},   {v1::FLOAT8_E4M3, "float8_e4m3"},
+    {v1::FLOAT32, "float"},
+    {v1::FLOAT32, "fp32"},
+    {v1::BFLOAT16, "bf16"},
+    {v1::FLOAT16, "half"},
+    {v1::FLOAT16, "fp16"},
+    {v1::FLOAT64, "double"},
+    {v1::FLOAT64, "fp64"},
+    {v1::INT32, "int"},
+    {v1::FLOAT8_E4M3, "float8_e4m3"},
     {v1::FLOAT8_E4M3, "e4m3"},
 };
 
 constexpr Entry<v1::Bench> kBenches[] = {
-    {v1::BENCH_COLLECTIVE, "collective"}, {v1::BENCH_P2P, "p2p"},
-    {v1::BENCH_LATENCY, "latency"},       {v1::BENCH_HOST_DEVICE, "host_device"},
-    {v1::BENCH_LOCAL_COPY, "local_copy"}, {v1::BENCH_TRIAD, "triad"},
-    {v1::BENCH_GEMM, "gemm"},             {v1::BENCH_TRAIN, "train"},
+    {v1::BENCH_COLLECTIVE, "collective"},
+    {v1::BENCH_P2P, "p2p"},
+    {v1::BENCH_LATENCY, "latency"},
+    {v1::BENCH_HOST_DEVICE, "host_device"},
+    {v1::BENCH_LOCAL_COPY, "local_copy"},
+    {v1::BENCH_TRIAD, "triad"},
+    {v1::BENCH_GEMM, "gemm"},
+    {v1::BENCH_TRAIN, "train"},
 };
 constexpr Entry<v1::CopyMethod> kCopyMethods[] = {
     {v1::COPY_ENGINE, "ce"}, {v1::SM, "sm"}, {v1::CPU, "cpu"}};
 constexpr Entry<v1::CopyDirection> kCopyDirections[] = {
-    {v1::WRITE, "write"}, {v1::READ, "read"},
-    {v1::TO_DEVICE, "to_device"}, {v1::TO_HOST, "to_host"}};
+    {v1::WRITE, "write"},
+    {v1::READ, "read"},
+    {v1::TO_DEVICE, "to_device"},
+    {v1::TO_HOST, "to_host"}};
 constexpr Entry<v1::TransferPattern> kPatterns[] = {
-    {v1::PAIR, "pairs"},          {v1::ALL_TO_ONE, "all_to_one"},
-    {v1::ONE_TO_ALL, "one_to_all"}, {v1::ONE_RANK, "one"},
+    {v1::PAIR, "pairs"},
+    {v1::ALL_TO_ONE, "all_to_one"},
+    {v1::ONE_TO_ALL, "one_to_all"},
+    {v1::ONE_RANK, "one"},
     {v1::ALL_RANKS, "all"}};
-constexpr Entry<v1::HostMemory> kHostMemories[] = {
-    {v1::PINNED, "pinned"}, {v1::PAGEABLE, "pageable"}};
-constexpr Entry<v1::LatencyPath> kLatencyPaths[] = {
-    {v1::PEER, "peer"}, {v1::HOST, "host"}};
+constexpr Entry<v1::HostMemory> kHostMemories[] = {{v1::PINNED, "pinned"},
+                                                   {v1::PAGEABLE, "pageable"}};
+constexpr Entry<v1::LatencyPath> kLatencyPaths[] = {{v1::PEER, "peer"},
+                                                    {v1::HOST, "host"}};
 
 constexpr Entry<v1::ReduceOp> kReduceOps[] = {
     {v1::SUM, "sum"}, {v1::PROD, "prod"}, {v1::MIN, "min"},
@@ -173,11 +190,11 @@ std::string_view FailureReasonName(v1::FailureReason r) {
   return NameOf(kFailureReasons, r);
 }
 
-#define RM_ENUM_NAMES(Type, Fn, table)                                     \
-  std::string_view Fn##Name(v1::Type v) { return NameOf(table, v); }      \
-  std::optional<v1::Type> Parse##Fn(std::string_view name) {              \
-    return Lookup(table, name);                                           \
-  }                                                                       \
+#define RM_ENUM_NAMES(Type, Fn, table)                               \
+  std::string_view Fn##Name(v1::Type v) { return NameOf(table, v); } \
+  std::optional<v1::Type> Parse##Fn(std::string_view name) {         \
+    return Lookup(table, name);                                      \
+  }                                                                  \
   std::string Fn##Names() { return JoinNames(table); }
 RM_ENUM_NAMES(Bench, Bench, kBenches)
 RM_ENUM_NAMES(CopyMethod, CopyMethod, kCopyMethods)

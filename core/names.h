@@ -41,9 +41,9 @@ std::string_view FailureReasonName(v1::FailureReason r);
 
 // Node benchmarks (plan keys bench, method, direction, pattern, memory,
 // path): Name, Parse and the comma-separated list of accepted names.
-#define RM_DECLARE_ENUM_NAMES(Type, Fn)                        \
-  std::string_view Fn##Name(v1::Type v);                       \
-  std::optional<v1::Type> Parse##Fn(std::string_view name);    \
+#define RM_DECLARE_ENUM_NAMES(Type, Fn)                     \
+  std::string_view Fn##Name(v1::Type v);                    \
+  std::optional<v1::Type> Parse##Fn(std::string_view name); \
   std::string Fn##Names();
 RM_DECLARE_ENUM_NAMES(Bench, Bench)
 RM_DECLARE_ENUM_NAMES(CopyMethod, CopyMethod)

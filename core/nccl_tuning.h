@@ -2,7 +2,8 @@
 //
 // With NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING, NCCL prints one line per
 // collective call, e.g.
-//   NCCL INFO AllReduce: 1048576 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..23}
+//   NCCL INFO AllReduce: 1048576 Bytes -> Algo RING proto LL
+//   channel{Lo..Hi}={0..23}
 // where the bytes are the per-rank count of the call times the element
 // size. `ringmaster run --nccl-algorithms` runs each case once that way
 // (a probe launch, before the measured one, whose timings it would
@@ -35,7 +36,8 @@ std::optional<NcclChoice> ParseNcclTuningLine(std::string_view line);
 // The (function, bytes) key NCCL logs for a case on `nranks` ranks, or
 // nullopt where NCCL logs no choice (send/recv and all-to-all are
 // point-to-point). `count` is the case's effective element count.
-std::optional<std::pair<std::string, int64_t>> NcclTuningKey(const v1::Case& c, int nranks);
+std::optional<std::pair<std::string, int64_t>> NcclTuningKey(const v1::Case& c,
+                                                             int nranks);
 
 using NcclChoices = std::map<std::pair<std::string, int64_t>, NcclChoice>;
 

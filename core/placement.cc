@@ -19,7 +19,8 @@ std::string FormatCpuList(const std::vector<int>& cpus) {
     size_t j = i;
     while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
     if (!out.empty()) out += ",";
-    out += j == i ? absl::StrFormat("%d", cpus[i]) : absl::StrFormat("%d-%d", cpus[i], cpus[j]);
+    out += j == i ? absl::StrFormat("%d", cpus[i])
+                  : absl::StrFormat("%d-%d", cpus[i], cpus[j]);
     i = j + 1;
   }
   return out;
@@ -39,15 +40,18 @@ std::string CpuPlacement() {
   for (int c : cpus) {
     std::error_code ec;
     fs::path dir = absl::StrFormat("/sys/devices/system/cpu/cpu%d", c);
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end;
+         it.increment(ec)) {
       std::string name = it->path().filename().string();
       int node = 0;
-      if (name.rfind("node", 0) == 0 && absl::SimpleAtoi(name.substr(4), &node)) {
+      if (name.rfind("node", 0) == 0 &&
+          absl::SimpleAtoi(name.substr(4), &node)) {
         nodes.insert(node);
       }
     }
   }
-  std::string out = "cpus " + (cpus.empty() ? std::string("?") : FormatCpuList(cpus));
+  std::string out =
+      "cpus " + (cpus.empty() ? std::string("?") : FormatCpuList(cpus));
   if (!nodes.empty()) out += " numa " + absl::StrJoin(nodes, ",");
   return out;
 }

@@ -5,7 +5,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -26,24 +25,28 @@
 namespace ringmaster {
 namespace {
 
-constexpr const char* kTopKeys[] = {"name", "description", "ranks", "defaults",
-                                    "cases", "variants"};
-constexpr const char* kVariantKeys[] = {"name", "env", "ceiling", "description"};
-constexpr const char* kCaseKeys[] = {"name",     "collective", "sizes",
-                                     "dtypes",   "ops",        "placement",
-                                     "root",     "verify",     "backend",
-                                     "timing",   "ladder",     "bench",
-                                     "method",   "direction",  "traffic",
-                                     "pattern",  "memory",     "path",
-                                     "shapes",   "model",      "optimizer",
-                                     "lr",       "bucket",     "overlap",
-                                     "steps",    "check_steps", "scaling",
-                                     "comm",     "mode"};
+constexpr const char* kTopKeys[] = {"name",     "description", "ranks",
+                                    "defaults", "cases",       "variants"};
+constexpr const char* kVariantKeys[] = {"name", "env", "ceiling",
+                                        "description"};
+constexpr const char* kCaseKeys[] = {
+    "name",   "collective",  "sizes",     "dtypes",  "ops",    "placement",
+    "root",   "verify",      "backend",   "timing",  "ladder", "bench",
+    "method", "direction",   "traffic",   "pattern", "memory", "path",
+    "shapes", "model",       "optimizer", "lr",      "bucket", "overlap",
+    "steps",  "check_steps", "scaling",   "comm",    "mode"};
 constexpr const char* kModelKeys[] = {"layers", "hidden", "batch"};
-constexpr const char* kTimingKeys[] = {
-    "warmup",      "min_samples",   "max_samples",         "target_ci",
-    "max_time",    "sample_target", "max_iters_per_sample", "mode",
-    "warmup_time", "iters",         "ci"};
+constexpr const char* kTimingKeys[] = {"warmup",
+                                       "min_samples",
+                                       "max_samples",
+                                       "target_ci",
+                                       "max_time",
+                                       "sample_target",
+                                       "max_iters_per_sample",
+                                       "mode",
+                                       "warmup_time",
+                                       "iters",
+                                       "ci"};
 constexpr const char* kSizeKeys[] = {"min", "max", "factor"};
 
 // Reads one plan; every method returns errors already formatted as
@@ -62,7 +65,8 @@ class PlanParser {
                           file_));
     }
     if (!root.IsMap()) {
-      return Error(root, "(plan)", "expected a mapping with `name` and `cases`");
+      return Error(root, "(plan)",
+                   "expected a mapping with `name` and `cases`");
     }
     RM_RETURN_IF_ERROR(CheckKeys(root, "", kTopKeys));
     RM_ASSIGN_OR_RETURN(*plan.mutable_name(),
@@ -88,7 +92,8 @@ class PlanParser {
       }
     }
     YAML::Node cases = root["cases"];
-    if (!cases) return Error(root, "cases", "missing: expected a list of cases");
+    if (!cases)
+      return Error(root, "cases", "missing: expected a list of cases");
     if (!cases.IsSequence() || cases.size() == 0) {
       return Error(cases, "cases", "expected a non-empty list of cases");
     }
@@ -106,8 +111,9 @@ class PlanParser {
       RM_ASSIGN_OR_RETURN(v1::CaseSpec spec,
                           ParseCase(cases[i], defaults, prefix));
       if (!names.insert(spec.name()).second) {
-        return Error(cases[i]["name"], prefix + ".name",
-                     absl::StrFormat("duplicate case name \"%s\"", spec.name()));
+        return Error(
+            cases[i]["name"], prefix + ".name",
+            absl::StrFormat("duplicate case name \"%s\"", spec.name()));
       }
       *plan.add_cases() = std::move(spec);
     }
@@ -117,7 +123,8 @@ class PlanParser {
  private:
   absl::Status ParseVariants(const YAML::Node& node, v1::Plan* plan) const {
     if (!node.IsSequence() || node.size() == 0) {
-      return Error(node, "variants", "expected a non-empty list of {name, env, ceiling}");
+      return Error(node, "variants",
+                   "expected a non-empty list of {name, env, ceiling}");
     }
     if (static_cast<int>(node.size()) > 16) {
       return Error(node, "variants", "at most 16 variants are allowed");
@@ -126,10 +133,12 @@ class PlanParser {
     for (size_t i = 0; i < node.size(); ++i) {
       const YAML::Node& v = node[i];
       std::string f = absl::StrFormat("variants[%d]", i);
-      if (!v.IsMap()) return Error(v, f, "expected a mapping with name and env");
+      if (!v.IsMap())
+        return Error(v, f, "expected a mapping with name and env");
       RM_RETURN_IF_ERROR(CheckKeys(v, f + ".", kVariantKeys));
       v1::Variant* out = plan->add_variants();
-      RM_ASSIGN_OR_RETURN(*out->mutable_name(), RequiredString(v, v["name"], f + ".name"));
+      RM_ASSIGN_OR_RETURN(*out->mutable_name(),
+                          RequiredString(v, v["name"], f + ".name"));
       for (char ch : out->name()) {
         if (!(absl::ascii_isalnum(ch) || ch == '-' || ch == '_')) {
           return Error(v["name"], f + ".name",
@@ -137,8 +146,9 @@ class PlanParser {
         }
       }
       if (!names.insert(out->name()).second) {
-        return Error(v["name"], f + ".name",
-                     absl::StrFormat("duplicate variant name \"%s\"", out->name()));
+        return Error(
+            v["name"], f + ".name",
+            absl::StrFormat("duplicate variant name \"%s\"", out->name()));
       }
       if (v["description"]) {
         RM_ASSIGN_OR_RETURN(*out->mutable_description(),
@@ -150,27 +160,35 @@ class PlanParser {
         std::string text = c.IsScalar() ? c.Scalar() : "";
         // "370.8GB/s" or a plain number of GB/s.
         for (const char* suffix : {"GB/s", "gb/s", "GBps"}) {
-          if (absl::EndsWith(text, suffix)) text = text.substr(0, text.size() - strlen(suffix));
+          if (absl::EndsWith(text, suffix))
+            text = text.substr(0, text.size() - strlen(suffix));
         }
         double g = 0;
-        if (!absl::SimpleAtod(absl::StripAsciiWhitespace(text), &g) || !(g > 0) ||
-            !std::isfinite(g)) {
-          return Error(c, cf, "expected a positive bandwidth in GB/s, like 370.8 or 63GB/s");
+        if (!absl::SimpleAtod(absl::StripAsciiWhitespace(text), &g) ||
+            !(g > 0) || !std::isfinite(g)) {
+          return Error(
+              c, cf,
+              "expected a positive bandwidth in GB/s, like 370.8 or 63GB/s");
         }
         out->set_ceiling_gbps(g);
       }
       if (const YAML::Node& env = v["env"]) {
-        if (!env.IsMap()) return Error(env, f + ".env", "expected a mapping NAME: value");
+        if (!env.IsMap())
+          return Error(env, f + ".env", "expected a mapping NAME: value");
         for (const auto& kv : env) {
           std::string name = kv.first.Scalar();
           std::string ef = f + ".env." + name;
           bool ok = absl::StartsWith(name, "NCCL_") && name.size() > 5;
-          for (char ch : name) ok = ok && (absl::ascii_isupper(ch) || absl::ascii_isdigit(ch) || ch == '_');
+          for (char ch : name)
+            ok = ok && (absl::ascii_isupper(ch) || absl::ascii_isdigit(ch) ||
+                        ch == '_');
           if (!ok) {
-            return Error(kv.first, ef,
-                         "only NCCL_* variables (upper case, digits, '_') may be set");
+            return Error(
+                kv.first, ef,
+                "only NCCL_* variables (upper case, digits, '_') may be set");
           }
-          if (!kv.second.IsScalar()) return Error(kv.second, ef, "expected a single value");
+          if (!kv.second.IsScalar())
+            return Error(kv.second, ef, "expected a single value");
           (*out->mutable_env())[name] = kv.second.Scalar();
         }
       }
@@ -314,7 +332,8 @@ class PlanParser {
     if (node.IsScalar()) {
       out.push_back(node);
     } else if (node.IsSequence()) {
-      if (node.size() == 0) return Error(node, field, "expected a non-empty list");
+      if (node.size() == 0)
+        return Error(node, field, "expected a non-empty list");
       if (static_cast<int>(node.size()) > limits_.max_list_entries) {
         return Error(node, field,
                      absl::StrFormat("at most %d entries are allowed",
@@ -338,13 +357,16 @@ class PlanParser {
     v1::SizeSweep sweep;
     if (node.IsMap()) {
       RM_RETURN_IF_ERROR(CheckKeys(node, field + ".", kSizeKeys));
-      if (!node["min"]) return Error(node, field + ".min", "missing: expected a size");
-      if (!node["max"]) return Error(node, field + ".max", "missing: expected a size");
+      if (!node["min"])
+        return Error(node, field + ".min", "missing: expected a size");
+      if (!node["max"])
+        return Error(node, field + ".max", "missing: expected a size");
       RM_ASSIGN_OR_RETURN(int64_t min, Size(node["min"], field + ".min"));
       RM_ASSIGN_OR_RETURN(int64_t max, Size(node["max"], field + ".max"));
       int64_t factor = 2;
       if (node["factor"]) {
-        RM_ASSIGN_OR_RETURN(factor, Int(node["factor"], field + ".factor", 2, 1024));
+        RM_ASSIGN_OR_RETURN(factor,
+                            Int(node["factor"], field + ".factor", 2, 1024));
       }
       if (max < min) {
         return Error(node["max"], field + ".max",
@@ -358,51 +380,60 @@ class PlanParser {
     }
     RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(node, field));
     for (size_t i = 0; i < items.size(); ++i) {
-      std::string f = node.IsSequence() ? absl::StrFormat("%s[%d]", field, i) : field;
+      std::string f =
+          node.IsSequence() ? absl::StrFormat("%s[%d]", field, i) : field;
       RM_ASSIGN_OR_RETURN(int64_t s, Size(items[i], f));
       sweep.add_list_bytes(s);
     }
     return sweep;
   }
 
-  absl::StatusOr<v1::Timing> ParseTiming(const YAML::Node& node, const std::string& field,
-                                         const v1::Timing& base = DefaultTiming()) const {
+  absl::StatusOr<v1::Timing> ParseTiming(
+      const YAML::Node& node, const std::string& field,
+      const v1::Timing& base = DefaultTiming()) const {
     v1::Timing t = base;
     if (!node.IsMap()) {
-      return Error(node, field, "expected a mapping (warmup, min_samples, ...)");
+      return Error(node, field,
+                   "expected a mapping (warmup, min_samples, ...)");
     }
     RM_RETURN_IF_ERROR(CheckKeys(node, field + ".", kTimingKeys));
     if (node["warmup"]) {
-      RM_ASSIGN_OR_RETURN(int64_t v, Int(node["warmup"], field + ".warmup", 0, 100000));
+      RM_ASSIGN_OR_RETURN(int64_t v,
+                          Int(node["warmup"], field + ".warmup", 0, 100000));
       t.set_warmup_iters(static_cast<int32_t>(v));
     }
     if (node["min_samples"]) {
-      RM_ASSIGN_OR_RETURN(int64_t v, Int(node["min_samples"], field + ".min_samples",
-                                         1, limits_.max_samples));
+      RM_ASSIGN_OR_RETURN(int64_t v,
+                          Int(node["min_samples"], field + ".min_samples", 1,
+                              limits_.max_samples));
       t.set_min_samples(static_cast<int32_t>(v));
     }
     if (node["max_samples"]) {
-      RM_ASSIGN_OR_RETURN(int64_t v, Int(node["max_samples"], field + ".max_samples",
-                                         1, limits_.max_samples));
+      RM_ASSIGN_OR_RETURN(int64_t v,
+                          Int(node["max_samples"], field + ".max_samples", 1,
+                              limits_.max_samples));
       t.set_max_samples(static_cast<int32_t>(v));
     }
     if (t.max_samples() < t.min_samples()) {
-      const YAML::Node& at = node["max_samples"] ? node["max_samples"] : node["min_samples"];
+      const YAML::Node& at =
+          node["max_samples"] ? node["max_samples"] : node["min_samples"];
       return Error(at, field + ".max_samples",
                    absl::StrFormat("must be at least min_samples (%d), got %d",
                                    t.min_samples(), t.max_samples()));
     }
     if (node["target_ci"]) {
-      RM_ASSIGN_OR_RETURN(double v, Number(node["target_ci"], field + ".target_ci", 0, 1));
+      RM_ASSIGN_OR_RETURN(
+          double v, Number(node["target_ci"], field + ".target_ci", 0, 1));
       t.set_target_ci(v);
     }
     if (node["max_time"]) {
-      RM_ASSIGN_OR_RETURN(double v, Duration(node["max_time"], field + ".max_time"));
+      RM_ASSIGN_OR_RETURN(double v,
+                          Duration(node["max_time"], field + ".max_time"));
       t.set_max_time_s(v);
     }
     if (node["sample_target"]) {
-      RM_ASSIGN_OR_RETURN(double v,
-                          Duration(node["sample_target"], field + ".sample_target"));
+      RM_ASSIGN_OR_RETURN(
+          double v, Duration(node["sample_target"], field + ".sample_target"));
       t.set_sample_target_s(v);
     }
     if (node["warmup_time"]) {
@@ -419,17 +450,21 @@ class PlanParser {
       const YAML::Node& c = node["ci"];
       std::string v = c.IsScalar() ? absl::AsciiStrToLower(c.Scalar()) : "";
       if (v != "median" && v != "mean") {
-        return Error(c, field + ".ci", absl::StrFormat("expected median or mean, got %s", Show(c)));
+        return Error(
+            c, field + ".ci",
+            absl::StrFormat("expected median or mean, got %s", Show(c)));
       }
       t.set_ci_on_median(v == "median");
     }
     if (node["iters"]) {
-      RM_ASSIGN_OR_RETURN(int64_t v, Int(node["iters"], field + ".iters", 1, 1000000));
+      RM_ASSIGN_OR_RETURN(int64_t v,
+                          Int(node["iters"], field + ".iters", 1, 1000000));
       t.set_fixed_iters_per_sample(static_cast<int32_t>(v));
     }
     if (node["max_iters_per_sample"]) {
-      RM_ASSIGN_OR_RETURN(int64_t v, Int(node["max_iters_per_sample"],
-                                         field + ".max_iters_per_sample", 1, 1000000));
+      RM_ASSIGN_OR_RETURN(int64_t v,
+                          Int(node["max_iters_per_sample"],
+                              field + ".max_iters_per_sample", 1, 1000000));
       t.set_max_iters_per_sample(static_cast<int32_t>(v));
     }
     return t;
@@ -465,8 +500,9 @@ class PlanParser {
     if (bench) {
       auto b = bench.IsScalar() ? ParseBench(bench.Scalar()) : std::nullopt;
       if (!b) {
-        return Error(bench, f, absl::StrFormat("expected one of: %s, got %s",
-                                               BenchNames(), Show(bench)));
+        return Error(bench, f,
+                     absl::StrFormat("expected one of: %s, got %s",
+                                     BenchNames(), Show(bench)));
       }
       spec.set_bench(*b);
     }
@@ -474,31 +510,36 @@ class PlanParser {
       RM_RETURN_IF_ERROR(ParseBenchCase(node, get, &spec));
       return spec;
     }
-    for (const char* key : {"method", "direction", "traffic", "pattern", "memory", "path",
-                            "shapes", "model", "optimizer", "lr", "bucket", "overlap", "steps",
-                            "check_steps", "scaling", "comm", "mode"}) {
+    for (const char* key :
+         {"method", "direction", "traffic", "pattern", "memory", "path",
+          "shapes", "model", "optimizer", "lr", "bucket", "overlap", "steps",
+          "check_steps", "scaling", "comm", "mode"}) {
       YAML::Node n = get(key, &f);
       if (n) {
-        return Error(n, f, "belongs to node benchmarks (bench: p2p, latency, ...), "
-                           "not to collectives");
+        return Error(n, f,
+                     "belongs to node benchmarks (bench: p2p, latency, ...), "
+                     "not to collectives");
       }
     }
 
     YAML::Node coll = get("collective", &f);
     if (!coll) {
-      return Error(node, f,
-                   absl::StrFormat("missing: expected one of: %s", CollectiveNames()));
+      return Error(
+          node, f,
+          absl::StrFormat("missing: expected one of: %s", CollectiveNames()));
     }
     if (!coll.IsScalar() || !ParseCollective(coll.Scalar())) {
       return Error(coll, f,
-                   absl::StrFormat("expected one of: %s, got %s", CollectiveNames(),
-                                   Show(coll)));
+                   absl::StrFormat("expected one of: %s, got %s",
+                                   CollectiveNames(), Show(coll)));
     }
     spec.set_collective(*ParseCollective(coll.Scalar()));
 
     YAML::Node sizes = get("sizes", &f);
     if (!sizes) {
-      return Error(node, f, "missing: expected {min: 8B, max: 64MiB, factor: 2} or a list");
+      return Error(
+          node, f,
+          "missing: expected {min: 8B, max: 64MiB, factor: 2} or a list");
     }
     RM_ASSIGN_OR_RETURN(*spec.mutable_sizes(), ParseSizes(sizes, f));
 
@@ -513,8 +554,10 @@ class PlanParser {
                                        DataTypeNames(), item.Scalar()));
         }
         if (*t == v1::TFLOAT32 || *t == v1::FLOAT8_E4M3) {
-          return Error(item, f, absl::StrFormat("%s is a GEMM type (bench: gemm), not a "
-                                                "collective's", item.Scalar()));
+          return Error(item, f,
+                       absl::StrFormat("%s is a GEMM type (bench: gemm), not a "
+                                       "collective's",
+                                       item.Scalar()));
         }
         spec.add_dtypes(*t);
       }
@@ -545,7 +588,8 @@ class PlanParser {
 
     YAML::Node placement = get("placement", &f);
     if (placement) {
-      RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(placement, f));
+      RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items,
+                          ScalarList(placement, f));
       for (const auto& item : items) {
         std::string p = absl::AsciiStrToLower(item.Scalar());
         if (p == "out_of_place") {
@@ -556,10 +600,11 @@ class PlanParser {
           spec.add_in_place(false);
           spec.add_in_place(true);
         } else {
-          return Error(item, f,
-                       absl::StrFormat("expected out_of_place, in_place or both, "
-                                       "got \"%s\"",
-                                       item.Scalar()));
+          return Error(
+              item, f,
+              absl::StrFormat("expected out_of_place, in_place or both, "
+                              "got \"%s\"",
+                              item.Scalar()));
         }
       }
     } else {
@@ -569,9 +614,10 @@ class PlanParser {
     if (NoInPlace(spec.collective())) {
       for (bool ip : spec.in_place()) {
         if (ip) {
-          return Error(placement, f,
-                       absl::StrFormat("%s has no in-place form; use out_of_place",
-                                       CollectiveName(spec.collective())));
+          return Error(
+              placement, f,
+              absl::StrFormat("%s has no in-place form; use out_of_place",
+                              CollectiveName(spec.collective())));
         }
       }
     }
@@ -589,15 +635,8 @@ class PlanParser {
       spec.set_verify(v);
     }
 
-    YAML::Node backend = get("backend", &f);
-    if (backend) {
-      auto b = backend.IsScalar() ? ParseBackend(backend.Scalar()) : std::nullopt;
-      if (!b) {
-        return Error(backend, f,
-                     absl::StrFormat("expected auto, host or cuda, got %s",
-                                     Show(backend)));
-      }
-      spec.set_backend(*b);
+    if (YAML::Node backend = get("backend", &f)) {
+      RM_RETURN_IF_ERROR(ParseBackendKey(backend, f, &spec));
     }
 
     YAML::Node timing = get("timing", &f);
@@ -605,7 +644,8 @@ class PlanParser {
       RM_ASSIGN_OR_RETURN(*spec.mutable_timing(), ParseTiming(timing, f));
       if (timing.IsMap() && timing["mode"]) {
         std::string mf = f + ".mode";
-        RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(timing["mode"], mf));
+        RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items,
+                            ScalarList(timing["mode"], mf));
         for (const auto& item : items) {
           std::string m = absl::AsciiStrToLower(item.Scalar());
           if (m == "pipelined") {
@@ -616,8 +656,9 @@ class PlanParser {
             spec.add_modes(v1::GRAPH);
           } else {
             return Error(item, mf,
-                         absl::StrFormat("expected pipelined, per_op or graph, got \"%s\"",
-                                         item.Scalar()));
+                         absl::StrFormat(
+                             "expected pipelined, per_op or graph, got \"%s\"",
+                             item.Scalar()));
           }
         }
       }
@@ -626,25 +667,16 @@ class PlanParser {
     }
     if (spec.modes_size() == 0) spec.add_modes(v1::PIPELINED);
 
-    YAML::Node ladder = get("ladder", &f);
-    if (ladder) {
-      RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(ladder, f));
-      int64_t previous = 0;
-      for (const auto& item : items) {
-        RM_ASSIGN_OR_RETURN(int64_t n, Int(item, f, 1, 65536));
-        if (n <= previous) {
-          return Error(item, f, "expected rank counts in increasing order, like [1, 2, 4]");
-        }
-        previous = n;
-        spec.add_ladder(static_cast<int32_t>(n));
-      }
+    if (YAML::Node ladder = get("ladder", &f)) {
+      RM_RETURN_IF_ERROR(ParseLadder(ladder, f, &spec));
     }
 
     // Every size must hold at least one element of every dtype.
-    int64_t smallest = spec.sizes().list_bytes_size() > 0
-                           ? *std::min_element(spec.sizes().list_bytes().begin(),
-                                               spec.sizes().list_bytes().end())
-                           : spec.sizes().min_bytes();
+    int64_t smallest =
+        spec.sizes().list_bytes_size() > 0
+            ? *std::min_element(spec.sizes().list_bytes().begin(),
+                                spec.sizes().list_bytes().end())
+            : spec.sizes().min_bytes();
     for (int i = 0; i < spec.dtypes_size(); ++i) {
       auto dt = static_cast<v1::DataType>(spec.dtypes(i));
       if (smallest < DataTypeSize(dt)) {
@@ -672,10 +704,12 @@ class PlanParser {
     RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(node, f));
     for (const auto& item : items) {
       auto v = parse(item.Scalar());
-      bool ok = v.has_value() && std::find(allowed.begin(), allowed.end(), *v) != allowed.end();
+      bool ok = v.has_value() &&
+                std::find(allowed.begin(), allowed.end(), *v) != allowed.end();
       if (!ok) {
-        return Error(item, f, absl::StrFormat("expected one of: %s, got \"%s\"", names,
-                                              item.Scalar()));
+        return Error(item, f,
+                     absl::StrFormat("expected one of: %s, got \"%s\"", names,
+                                     item.Scalar()));
       }
       out->push_back(*v);
     }
@@ -685,19 +719,28 @@ class PlanParser {
   // The keys of a node benchmark (bench: p2p, latency, host_device,
   // local_copy, triad, gemm); collective-only keys are errors.
   template <typename Get>
-  absl::Status ParseBenchCase(const YAML::Node& node, Get& get, v1::CaseSpec* spec) const {
+  absl::Status ParseBenchCase(const YAML::Node& node, Get& get,
+                              v1::CaseSpec* spec) const {
     std::string f;
     const v1::Bench bench = spec->bench();
     const std::string bname(BenchName(bench));
     if (bench == v1::BENCH_TRAIN) return ParseTrainCase(node, get, spec);
-    for (const char* key : {"model", "optimizer", "lr", "bucket", "overlap", "steps", "check_steps",
-                            "scaling", "comm", "mode"}) {
+    for (const char* key :
+         {"model", "optimizer", "lr", "bucket", "overlap", "steps",
+          "check_steps", "scaling", "comm", "mode"}) {
       YAML::Node n = get(key, &f);
-      if (n) return Error(n, f, absl::StrFormat("belongs to bench: train, not bench: %s", bname));
+      if (n)
+        return Error(
+            n, f,
+            absl::StrFormat("belongs to bench: train, not bench: %s", bname));
     }
-    for (const char* key : {"collective", "ops", "placement", "root", "ladder"}) {
+    for (const char* key :
+         {"collective", "ops", "placement", "root", "ladder"}) {
       YAML::Node n = get(key, &f);
-      if (n) return Error(n, f, absl::StrFormat("is a collective's key; bench: %s has none", bname));
+      if (n)
+        return Error(n, f,
+                     absl::StrFormat(
+                         "is a collective's key; bench: %s has none", bname));
     }
     auto not_here = [&](const char* key, const char* why) -> absl::Status {
       YAML::Node n = get(key, &f);
@@ -713,17 +756,17 @@ class PlanParser {
       RM_RETURN_IF_ERROR(not_here("method", "has one method per backend"));
       methods = {v1::COPY_METHOD_UNSPECIFIED};
     } else {
-      RM_RETURN_IF_ERROR(EnumList<v1::CopyMethod>(get, "method", &ParseCopyMethod,
-                                                  CopyMethodNames(), method_ok,
-                                                  {v1::COPY_METHOD_UNSPECIFIED}, &methods));
+      RM_RETURN_IF_ERROR(EnumList<v1::CopyMethod>(
+          get, "method", &ParseCopyMethod, CopyMethodNames(), method_ok,
+          {v1::COPY_METHOD_UNSPECIFIED}, &methods));
     }
     for (auto m : methods) spec->add_methods(m);
 
     std::vector<v1::CopyDirection> dirs;
     if (bench == v1::BENCH_P2P) {
-      RM_RETURN_IF_ERROR(EnumList<v1::CopyDirection>(get, "direction", &ParseCopyDirection,
-                                                     "write, read", {v1::WRITE, v1::READ},
-                                                     {v1::WRITE}, &dirs));
+      RM_RETURN_IF_ERROR(EnumList<v1::CopyDirection>(
+          get, "direction", &ParseCopyDirection, "write, read",
+          {v1::WRITE, v1::READ}, {v1::WRITE}, &dirs));
     } else if (bench == v1::BENCH_HOST_DEVICE) {
       RM_RETURN_IF_ERROR(EnumList<v1::CopyDirection>(
           get, "direction", &ParseCopyDirection, "to_device, to_host",
@@ -736,12 +779,14 @@ class PlanParser {
     if (bench == v1::BENCH_P2P || bench == v1::BENCH_HOST_DEVICE) {
       YAML::Node traffic = get("traffic", &f);
       if (traffic) {
-        RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(traffic, f));
+        RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items,
+                            ScalarList(traffic, f));
         for (const auto& item : items) {
           std::string t = absl::AsciiStrToLower(item.Scalar());
           if (t != "uni" && t != "bidir") {
-            return Error(item, f, absl::StrFormat("expected uni or bidir, got \"%s\"",
-                                                  item.Scalar()));
+            return Error(item, f,
+                         absl::StrFormat("expected uni or bidir, got \"%s\"",
+                                         item.Scalar()));
           }
           spec->add_bidirectional(t == "bidir");
         }
@@ -755,11 +800,13 @@ class PlanParser {
     std::vector<v1::TransferPattern> patterns;
     if (bench == v1::BENCH_P2P) {
       RM_RETURN_IF_ERROR(EnumList<v1::TransferPattern>(
-          get, "pattern", &ParseTransferPattern, "pairs, all_to_one, one_to_all",
+          get, "pattern", &ParseTransferPattern,
+          "pairs, all_to_one, one_to_all",
           {v1::PAIR, v1::ALL_TO_ONE, v1::ONE_TO_ALL}, {v1::PAIR}, &patterns));
     } else if (bench == v1::BENCH_LATENCY) {
-      RM_RETURN_IF_ERROR(not_here("pattern", "runs between pairs (path: peer) or host "
-                                             "to each GPU (path: host)"));
+      RM_RETURN_IF_ERROR(not_here("pattern",
+                                  "runs between pairs (path: peer) or host "
+                                  "to each GPU (path: host)"));
     } else {
       RM_RETURN_IF_ERROR(EnumList<v1::TransferPattern>(
           get, "pattern", &ParseTransferPattern, "one, all",
@@ -769,10 +816,9 @@ class PlanParser {
 
     if (bench == v1::BENCH_HOST_DEVICE) {
       std::vector<v1::HostMemory> mem;
-      RM_RETURN_IF_ERROR(EnumList<v1::HostMemory>(get, "memory", &ParseHostMemory,
-                                                  HostMemoryNames(),
-                                                  {v1::PINNED, v1::PAGEABLE},
-                                                  {v1::PINNED}, &mem));
+      RM_RETURN_IF_ERROR(EnumList<v1::HostMemory>(
+          get, "memory", &ParseHostMemory, HostMemoryNames(),
+          {v1::PINNED, v1::PAGEABLE}, {v1::PINNED}, &mem));
       for (auto m : mem) spec->add_host_memory(m);
     } else {
       RM_RETURN_IF_ERROR(not_here("memory", "has no host memory kind"));
@@ -780,33 +826,41 @@ class PlanParser {
 
     if (bench == v1::BENCH_LATENCY) {
       std::vector<v1::LatencyPath> paths;
-      RM_RETURN_IF_ERROR(EnumList<v1::LatencyPath>(get, "path", &ParseLatencyPath,
-                                                   LatencyPathNames(), {v1::PEER, v1::HOST},
-                                                   {v1::PEER}, &paths));
+      RM_RETURN_IF_ERROR(EnumList<v1::LatencyPath>(
+          get, "path", &ParseLatencyPath, LatencyPathNames(),
+          {v1::PEER, v1::HOST}, {v1::PEER}, &paths));
       for (auto p : paths) spec->add_latency_paths(p);
     } else {
       RM_RETURN_IF_ERROR(not_here("path", "has no latency path"));
     }
 
     if (gemm) {
-      RM_RETURN_IF_ERROR(not_here("sizes", "takes shapes (m, n, k), not sizes"));
+      RM_RETURN_IF_ERROR(
+          not_here("sizes", "takes shapes (m, n, k), not sizes"));
       YAML::Node shapes = get("shapes", &f);
       if (!shapes) {
-        return Error(node, f, "missing: expected a list of 8192 or 4096x4096x8192 (m x n x k)");
+        return Error(
+            node, f,
+            "missing: expected a list of 8192 or 4096x4096x8192 (m x n x k)");
       }
       RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(shapes, f));
       for (const auto& item : items) {
-        std::vector<std::string> parts = absl::StrSplit(absl::AsciiStrToLower(item.Scalar()), 'x');
+        std::vector<std::string> parts =
+            absl::StrSplit(absl::AsciiStrToLower(item.Scalar()), 'x');
         std::vector<int64_t> dims;
         for (const auto& p : parts) {
           int64_t d = 0;
-          if (!absl::SimpleAtoi(p, &d) || d < 1 || d > 131072) dims.clear(), dims.push_back(-1);
-          else dims.push_back(d);
+          if (!absl::SimpleAtoi(p, &d) || d < 1 || d > 131072)
+            dims.clear(), dims.push_back(-1);
+          else
+            dims.push_back(d);
           if (dims.back() < 0) break;
         }
         if ((dims.size() != 1 && dims.size() != 3) || dims[0] < 0) {
-          return Error(item, f, absl::StrFormat(
-              "expected n (square) or MxNxK with each in [1, 131072], got \"%s\"", item.Scalar()));
+          return Error(item, f,
+                       absl::StrFormat("expected n (square) or MxNxK with each "
+                                       "in [1, 131072], got \"%s\"",
+                                       item.Scalar()));
         }
         v1::GemmShape* s = spec->add_gemm_shapes();
         s->set_m(dims[0]);
@@ -815,14 +869,18 @@ class PlanParser {
       }
       YAML::Node dtypes = get("dtypes", &f);
       if (dtypes) {
-        RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(dtypes, f));
+        RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items,
+                            ScalarList(dtypes, f));
         for (const auto& item : items) {
           auto t = ParseDataType(item.Scalar());
-          if (!t || !(*t == v1::FLOAT32 || *t == v1::TFLOAT32 || *t == v1::BFLOAT16 ||
-                      *t == v1::FLOAT16 || *t == v1::FLOAT8_E4M3)) {
-            return Error(item, f, absl::StrFormat(
-                "expected one of: float32, tf32, bfloat16, float16, fp8_e4m3, got \"%s\"",
-                item.Scalar()));
+          if (!t ||
+              !(*t == v1::FLOAT32 || *t == v1::TFLOAT32 || *t == v1::BFLOAT16 ||
+                *t == v1::FLOAT16 || *t == v1::FLOAT8_E4M3)) {
+            return Error(
+                item, f,
+                absl::StrFormat("expected one of: float32, tf32, bfloat16, "
+                                "float16, fp8_e4m3, got \"%s\"",
+                                item.Scalar()));
           }
           spec->add_dtypes(*t);
         }
@@ -830,15 +888,18 @@ class PlanParser {
         spec->add_dtypes(v1::FLOAT32);
       }
     } else {
-      RM_RETURN_IF_ERROR(not_here("shapes", "takes sizes; shapes belong to bench: gemm"));
-      RM_RETURN_IF_ERROR(not_here("dtypes", "moves bytes; dtypes belong to bench: gemm"));
+      RM_RETURN_IF_ERROR(
+          not_here("shapes", "takes sizes; shapes belong to bench: gemm"));
+      RM_RETURN_IF_ERROR(
+          not_here("dtypes", "moves bytes; dtypes belong to bench: gemm"));
       YAML::Node sizes = get("sizes", &f);
       if (sizes) {
         RM_ASSIGN_OR_RETURN(*spec->mutable_sizes(), ParseSizes(sizes, f));
       } else if (bench == v1::BENCH_LATENCY) {
         spec->mutable_sizes()->add_list_bytes(8);  // one pointer / one word
       } else {
-        return Error(node, f, "missing: expected a list of sizes, like [512MiB]");
+        return Error(node, f,
+                     "missing: expected a list of sizes, like [512MiB]");
       }
       spec->add_dtypes(v1::UINT8);
     }
@@ -849,34 +910,36 @@ class PlanParser {
       spec->set_verify(v);
     }
     if (YAML::Node backend = get("backend", &f)) {
-      auto b = backend.IsScalar() ? ParseBackend(backend.Scalar()) : std::nullopt;
-      if (!b) {
-        return Error(backend, f, absl::StrFormat("expected auto, host or cuda, got %s",
-                                                 Show(backend)));
-      }
-      spec->set_backend(*b);
+      RM_RETURN_IF_ERROR(ParseBackendKey(backend, f, spec));
     }
     // Node benchmarks default to nvbandwidth's sampling: a fixed number of
     // operations per sample behind a held stream, median of the samples.
     *spec->mutable_timing() = DefaultBenchTiming();
     if (YAML::Node timing = get("timing", &f)) {
       if (timing.IsMap() && timing["mode"]) {
-        return Error(timing["mode"], f + ".mode", "node benchmarks have one timing method");
+        return Error(timing["mode"], f + ".mode",
+                     "node benchmarks have one timing method");
       }
-      RM_ASSIGN_OR_RETURN(*spec->mutable_timing(), ParseTiming(timing, f, DefaultBenchTiming()));
+      RM_ASSIGN_OR_RETURN(*spec->mutable_timing(),
+                          ParseTiming(timing, f, DefaultBenchTiming()));
     }
     // GPU operations wait in the stream behind a spin kernel; CUDA's launch
     // queue holds about a thousand, so a sample stays well below that.
-    if (spec->backend() != v1::BACKEND_HOST && spec->timing().fixed_iters_per_sample() > 256) {
-      return Error(get("timing", &f), f + ".iters",
-                   "GPU node benchmarks queue at most 256 operations per sample");
+    if (spec->backend() != v1::BACKEND_HOST &&
+        spec->timing().fixed_iters_per_sample() > 256) {
+      return Error(
+          get("timing", &f), f + ".iters",
+          "GPU node benchmarks queue at most 256 operations per sample");
     }
     for (auto m : spec->methods()) {
       if (m == v1::CPU && spec->backend() == v1::BACKEND_CUDA) {
-        return Error(get("method", &f), f, "method cpu runs on the host backend, not cuda");
+        return Error(get("method", &f), f,
+                     "method cpu runs on the host backend, not cuda");
       }
-      if ((m == v1::COPY_ENGINE || m == v1::SM) && spec->backend() == v1::BACKEND_HOST) {
-        return Error(get("method", &f), f, "methods ce and sm need GPUs (backend: cuda)");
+      if ((m == v1::COPY_ENGINE || m == v1::SM) &&
+          spec->backend() == v1::BACKEND_HOST) {
+        return Error(get("method", &f), f,
+                     "methods ce and sm need GPUs (backend: cuda)");
       }
     }
     return absl::OkStatus();
@@ -885,28 +948,35 @@ class PlanParser {
   // bench: train (issue 5): the model, optimizer, buckets, overlap, the
   // ladder of rank counts and the precision.
   template <typename Get>
-  absl::Status ParseTrainCase(const YAML::Node& node, Get& get, v1::CaseSpec* spec) const {
+  absl::Status ParseTrainCase(const YAML::Node& node, Get& get,
+                              v1::CaseSpec* spec) const {
     std::string f;
-    for (const char* key : {"collective", "ops", "placement", "root", "sizes", "method",
-                            "direction", "traffic", "pattern", "memory", "path", "shapes"}) {
+    for (const char* key :
+         {"collective", "ops", "placement", "root", "sizes", "method",
+          "direction", "traffic", "pattern", "memory", "path", "shapes"}) {
       YAML::Node n = get(key, &f);
       if (n) return Error(n, f, "bench: train does not take this key");
     }
     v1::TrainSpec* t = spec->mutable_train();
     YAML::Node model = get("model", &f);
     if (!model || !model.IsMap()) {
-      return Error(model ? model : node, f, "missing: expected {layers: 8, hidden: 8192, batch: 4096}");
+      return Error(model ? model : node, f,
+                   "missing: expected {layers: 8, hidden: 8192, batch: 4096}");
     }
     RM_RETURN_IF_ERROR(CheckKeys(model, f + ".", kModelKeys));
     for (const char* key : kModelKeys) {
-      if (!model[key]) return Error(model, f + "." + key, "missing: expected an integer");
+      if (!model[key])
+        return Error(model, f + "." + key, "missing: expected an integer");
     }
-    RM_ASSIGN_OR_RETURN(int64_t layers, Int(model["layers"], f + ".layers", 1, 1024));
-    RM_ASSIGN_OR_RETURN(int64_t hidden, Int(model["hidden"], f + ".hidden", 1, 65536));
+    RM_ASSIGN_OR_RETURN(int64_t layers,
+                        Int(model["layers"], f + ".layers", 1, 1024));
+    RM_ASSIGN_OR_RETURN(int64_t hidden,
+                        Int(model["hidden"], f + ".hidden", 1, 65536));
     t->set_layers(static_cast<int32_t>(layers));
     t->set_hidden(hidden);
     // batch: one size or a list (a sweep).
-    RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> batches, ScalarList(model["batch"], f + ".batch"));
+    RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> batches,
+                        ScalarList(model["batch"], f + ".batch"));
     for (const auto& b : batches) {
       RM_ASSIGN_OR_RETURN(int64_t v, Int(b, f + ".batch", 1, 1 << 24));
       spec->add_train_batches(v);
@@ -917,7 +987,10 @@ class PlanParser {
       for (const auto& item : items) {
         std::string v = absl::AsciiStrToLower(item.Scalar());
         if (v != "train" && v != "inference") {
-          return Error(item, f, absl::StrFormat("expected train or inference, got \"%s\"", item.Scalar()));
+          return Error(
+              item, f,
+              absl::StrFormat("expected train or inference, got \"%s\"",
+                              item.Scalar()));
         }
         spec->add_inference(v == "inference");
       }
@@ -928,7 +1001,8 @@ class PlanParser {
     if (YAML::Node o = get("optimizer", &f)) {
       std::string v = o.IsScalar() ? absl::AsciiStrToLower(o.Scalar()) : "";
       if (v != "sgd" && v != "adam") {
-        return Error(o, f, absl::StrFormat("expected sgd or adam, got %s", Show(o)));
+        return Error(o, f,
+                     absl::StrFormat("expected sgd or adam, got %s", Show(o)));
       }
       t->set_optimizer(v);
     }
@@ -955,7 +1029,9 @@ class PlanParser {
     if (YAML::Node sc = get("scaling", &f)) {
       std::string v = sc.IsScalar() ? absl::AsciiStrToLower(sc.Scalar()) : "";
       if (v != "weak" && v != "strong") {
-        return Error(sc, f, absl::StrFormat("expected weak or strong, got %s", Show(sc)));
+        return Error(
+            sc, f,
+            absl::StrFormat("expected weak or strong, got %s", Show(sc)));
       }
       t->set_strong(v == "strong");
     }
@@ -963,7 +1039,8 @@ class PlanParser {
     if (YAML::Node cm = get("comm", &f)) {
       std::string v = cm.IsScalar() ? absl::AsciiStrToLower(cm.Scalar()) : "";
       if (v != "nccl" && v != "ce") {
-        return Error(cm, f, absl::StrFormat("expected nccl or ce, got %s", Show(cm)));
+        return Error(cm, f,
+                     absl::StrFormat("expected nccl or ce, got %s", Show(cm)));
       }
       t->set_comm(v);
     }
@@ -980,10 +1057,12 @@ class PlanParser {
       RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(dtypes, f));
       for (const auto& item : items) {
         auto d = ParseDataType(item.Scalar());
-        if (!d || !(*d == v1::FLOAT32 || *d == v1::TFLOAT32 || *d == v1::BFLOAT16 ||
-                    *d == v1::FLOAT16)) {
-          return Error(item, f, absl::StrFormat(
-              "expected one of: float32, tf32, bfloat16, float16, got \"%s\"", item.Scalar()));
+        if (!d || !(*d == v1::FLOAT32 || *d == v1::TFLOAT32 ||
+                    *d == v1::BFLOAT16 || *d == v1::FLOAT16)) {
+          return Error(item, f,
+                       absl::StrFormat("expected one of: float32, tf32, "
+                                       "bfloat16, float16, got \"%s\"",
+                                       item.Scalar()));
         }
         spec->add_dtypes(*d);
       }
@@ -991,25 +1070,48 @@ class PlanParser {
       spec->add_dtypes(v1::FLOAT32);
     }
     if (YAML::Node ladder = get("ladder", &f)) {
-      RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(ladder, f));
-      int64_t previous = 0;
-      for (const auto& item : items) {
-        RM_ASSIGN_OR_RETURN(int64_t r, Int(item, f, 1, 65536));
-        if (r <= previous) return Error(item, f, "expected rank counts in increasing order, like [1, 2]");
-        previous = r;
-        spec->add_ladder(static_cast<int32_t>(r));
-      }
+      RM_RETURN_IF_ERROR(ParseLadder(ladder, f, spec));
     }
     spec->set_verify(true);
     if (YAML::Node backend = get("backend", &f)) {
-      auto b = backend.IsScalar() ? ParseBackend(backend.Scalar()) : std::nullopt;
-      if (!b) return Error(backend, f, absl::StrFormat("expected auto, host or cuda, got %s", Show(backend)));
-      spec->set_backend(*b);
+      RM_RETURN_IF_ERROR(ParseBackendKey(backend, f, spec));
     }
     *spec->mutable_timing() = DefaultTiming();
     spec->mutable_timing()->set_warmup_iters(3);
     if (YAML::Node timing = get("timing", &f)) {
-      RM_ASSIGN_OR_RETURN(*spec->mutable_timing(), ParseTiming(timing, f, spec->timing()));
+      RM_ASSIGN_OR_RETURN(*spec->mutable_timing(),
+                          ParseTiming(timing, f, spec->timing()));
+    }
+    return absl::OkStatus();
+  }
+
+  // `backend: auto | host | cuda`.
+  absl::Status ParseBackendKey(const YAML::Node& node, const std::string& field,
+                               v1::CaseSpec* spec) const {
+    auto b = node.IsScalar() ? ParseBackend(node.Scalar()) : std::nullopt;
+    if (!b) {
+      return Error(
+          node, field,
+          absl::StrFormat("expected auto, host or cuda, got %s", Show(node)));
+    }
+    spec->set_backend(*b);
+    return absl::OkStatus();
+  }
+
+  // `ladder: [1, 2, 4]`: rank counts, increasing.
+  absl::Status ParseLadder(const YAML::Node& node, const std::string& field,
+                           v1::CaseSpec* spec) const {
+    RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(node, field));
+    int64_t previous = 0;
+    for (const auto& item : items) {
+      RM_ASSIGN_OR_RETURN(int64_t n, Int(item, field, 1, 65536));
+      if (n <= previous) {
+        return Error(
+            item, field,
+            "expected rank counts in increasing order, like [1, 2, 4]");
+      }
+      previous = n;
+      spec->add_ladder(static_cast<int32_t>(n));
     }
     return absl::OkStatus();
   }
@@ -1090,28 +1192,29 @@ absl::StatusOr<v1::Plan> ParsePlanYaml(std::string_view yaml,
     // yaml-cpp throws on some malformed structures (e.g. aliases of the
     // wrong kind); report them like parse errors.
     int line = e.mark.is_null() ? 0 : e.mark.line + 1;
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s:%d: (yaml): %s", source_name, line, e.msg));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s:%d: (yaml): %s", source_name, line, e.msg));
   }
 }
 
 absl::StatusOr<v1::Plan> LoadPlanFile(const std::string& path,
                                       const PlanLimits& limits) {
   std::error_code ec;
-  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+  if (std::filesystem::exists(path, ec) &&
+      !std::filesystem::is_regular_file(path, ec)) {
     return absl::NotFoundError(
         absl::StrFormat("%s: cannot read plan file: not a regular file", path));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::NotFoundError(absl::StrFormat(
-        "%s: cannot read plan file: %s", path, std::strerror(errno)));
+    return absl::NotFoundError(absl::StrFormat("%s: cannot read plan file: %s",
+                                               path, std::strerror(errno)));
   }
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) {
-    return absl::NotFoundError(absl::StrFormat(
-        "%s: cannot read plan file: %s", path, std::strerror(errno)));
+    return absl::NotFoundError(absl::StrFormat("%s: cannot read plan file: %s",
+                                               path, std::strerror(errno)));
   }
   return ParsePlanYaml(text.str(), path, limits);
 }

@@ -19,11 +19,11 @@ namespace ringmaster {
 // Limits that keep a plan from asking for absurd work. Each field's value
 // is its default.
 struct PlanLimits {
-  int max_case_specs = 256;           // entries under `cases:`
+  int max_case_specs = 256;            // entries under `cases:`
   int64_t max_size_bytes = 1LL << 40;  // 1 TiB per buffer
   int max_list_entries = 1024;         // entries in any list
   int max_samples = 100000;
-  int64_t max_plan_bytes = 1 << 20;   // plan file size
+  int64_t max_plan_bytes = 1 << 20;  // plan file size
 };
 
 // Timing used where a plan says nothing (also documented in docs/plans.md).

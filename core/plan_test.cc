@@ -1,10 +1,11 @@
 #include "core/plan.h"
-#include "core/sweep.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
+
+#include "core/sweep.h"
 
 namespace ringmaster {
 namespace {
@@ -116,30 +117,33 @@ INSTANTIATE_TEST_SUITE_P(
                 "    sizes: 8B\n",
                 "bad.yaml:4: cases[0].collective:", "expected one of"},
         BadPlan{"missing_cases", "name: x\n", "bad.yaml:1: cases:", "missing"},
-        BadPlan{"missing_name",
-                "cases:\n  - name: a\n    collective: all_reduce\n    sizes: 8B\n",
-                "bad.yaml:1: name:", "missing"},
+        BadPlan{
+            "missing_name",
+            "cases:\n  - name: a\n    collective: all_reduce\n    sizes: 8B\n",
+            "bad.yaml:1: name:", "missing"},
         BadPlan{"max_below_min",
                 "name: x\ncases:\n  - name: a\n    collective: all_reduce\n"
                 "    sizes: {min: 1MiB, max: 1KiB}\n",
                 "bad.yaml:5: cases[0].sizes.max:", "at least min"},
-        BadPlan{"bad_yaml", "name: x\ncases: [\n  - a\n", "bad.yaml:",
-                "invalid YAML"},
+        BadPlan{"bad_yaml", "name: x\ncases: [\n  - a\n",
+                "bad.yaml:", "invalid YAML"},
         BadPlan{"tab_yaml", "name: x\n\tcases: 1\n", "bad.yaml:", "(yaml)"},
         BadPlan{"empty", "", "bad.yaml:1: (plan):", "empty"},
         BadPlan{"scalar_doc", "hello\n", "bad.yaml:1: (plan):", "mapping"},
         BadPlan{"duplicate_case",
-                "name: x\ncases:\n  - {name: a, collective: all_reduce, sizes: 8B}\n"
+                "name: x\ncases:\n  - {name: a, collective: all_reduce, sizes: "
+                "8B}\n"
                 "  - {name: a, collective: all_reduce, sizes: 8B}\n",
                 "bad.yaml:4: cases[1].name:", "duplicate"},
         BadPlan{"ops_on_non_reduction",
                 "name: x\ncases:\n  - name: a\n    collective: all_gather\n"
                 "    sizes: 8B\n    ops: [sum]\n",
                 "bad.yaml:6: cases[0].ops:", "does not reduce"},
-        BadPlan{"timing_min_above_max",
-                "name: x\ncases:\n  - name: a\n    collective: all_reduce\n"
-                "    sizes: 8B\n    timing: {min_samples: 10, max_samples: 5}\n",
-                "bad.yaml:6: cases[0].timing.max_samples:", "at least min_samples"},
+        BadPlan{
+            "timing_min_above_max",
+            "name: x\ncases:\n  - name: a\n    collective: all_reduce\n"
+            "    sizes: 8B\n    timing: {min_samples: 10, max_samples: 5}\n",
+            "bad.yaml:6: cases[0].timing.max_samples:", "at least min_samples"},
         BadPlan{"nan_ci",
                 "name: x\ncases:\n  - name: a\n    collective: all_reduce\n"
                 "    sizes: 8B\n    timing: {target_ci: .nan}\n",
@@ -160,43 +164,54 @@ INSTANTIATE_TEST_SUITE_P(
                 "name: x\ncases:\n  - name: a\n    collective: all_reduce\n"
                 "    sizes: 2TiB\n",
                 "bad.yaml:5: cases[0].sizes:", "at most"},
-        BadPlan{"unknown_bench", "name: x\ncases:\n  - {name: a, bench: p3p, sizes: 8B}\n",
+        BadPlan{"unknown_bench",
+                "name: x\ncases:\n  - {name: a, bench: p3p, sizes: 8B}\n",
                 "bad.yaml:3: cases[0].bench:", "p2p, latency"},
         BadPlan{"bench_with_collective_key",
-                "name: x\ncases:\n  - name: a\n    bench: p2p\n    sizes: 8B\n    root: 0\n",
+                "name: x\ncases:\n  - name: a\n    bench: p2p\n    sizes: 8B\n "
+                "   root: 0\n",
                 "bad.yaml:6: cases[0].root:", "collective's key"},
         BadPlan{"bench_key_on_collective",
-                "name: x\ncases:\n  - {name: a, collective: all_reduce, sizes: 8B, method: ce}\n",
+                "name: x\ncases:\n  - {name: a, collective: all_reduce, sizes: "
+                "8B, method: ce}\n",
                 "bad.yaml:3: cases[0].method:", "node benchmarks"},
         BadPlan{"bad_method",
                 "name: x\ncases:\n  - name: a\n    bench: p2p\n    sizes: 8B\n"
                 "    method: [ce, dma]\n",
                 "bad.yaml:6: cases[0].method:", "ce, sm, cpu"},
         BadPlan{"host_direction_on_p2p",
-                "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 8B, direction: to_host}\n",
+                "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 8B, "
+                "direction: to_host}\n",
                 "bad.yaml:3: cases[0].direction:", "write, read"},
-        BadPlan{"p2p_without_sizes", "name: x\ncases:\n  - {name: a, bench: p2p}\n",
+        BadPlan{"p2p_without_sizes",
+                "name: x\ncases:\n  - {name: a, bench: p2p}\n",
                 "bad.yaml:3: cases[0].sizes:", "missing"},
         BadPlan{"gemm_bad_shape",
-                "name: x\ncases:\n  - name: a\n    bench: gemm\n    shapes: [12x3]\n",
+                "name: x\ncases:\n  - name: a\n    bench: gemm\n    shapes: "
+                "[12x3]\n",
                 "bad.yaml:5: cases[0].shapes:", "MxNxK"},
         BadPlan{"gemm_with_sizes",
-                "name: x\ncases:\n  - {name: a, bench: gemm, shapes: [64], sizes: 8B}\n",
+                "name: x\ncases:\n  - {name: a, bench: gemm, shapes: [64], "
+                "sizes: 8B}\n",
                 "bad.yaml:3: cases[0].sizes:", "shapes"},
         BadPlan{"gemm_bad_dtype",
-                "name: x\ncases:\n  - {name: a, bench: gemm, shapes: [64], dtypes: [int8]}\n",
+                "name: x\ncases:\n  - {name: a, bench: gemm, shapes: [64], "
+                "dtypes: [int8]}\n",
                 "bad.yaml:3: cases[0].dtypes:", "fp8_e4m3"},
         BadPlan{"gemm_type_on_collective",
-                "name: x\ncases:\n  - {name: a, collective: all_reduce, sizes: 8B, dtypes: [tf32]}\n",
+                "name: x\ncases:\n  - {name: a, collective: all_reduce, sizes: "
+                "8B, dtypes: [tf32]}\n",
                 "bad.yaml:3: cases[0].dtypes:", "GEMM type"},
         BadPlan{"cpu_method_on_cuda",
-                "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 8B, backend: cuda, method: cpu}\n",
+                "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 8B, "
+                "backend: cuda, method: cpu}\n",
                 "bad.yaml:3: cases[0].method:", "host backend"},
         BadPlan{"too_many_gpu_iters",
                 "name: x\ncases:\n  - name: a\n    bench: p2p\n    sizes: 8B\n"
                 "    timing: {iters: 1000}\n",
                 "bad.yaml:6: cases[0].timing.iters:", "at most 256"},
-        BadPlan{"train_without_model", "name: x\ncases:\n  - {name: a, bench: train}\n",
+        BadPlan{"train_without_model",
+                "name: x\ncases:\n  - {name: a, bench: train}\n",
                 "bad.yaml:3: cases[0].model:", "missing"},
         BadPlan{"train_model_key",
                 "name: x\ncases:\n  - name: a\n    bench: train\n"
@@ -204,27 +219,33 @@ INSTANTIATE_TEST_SUITE_P(
                 "bad.yaml:5: cases[0].model.depth:", "unknown key"},
         BadPlan{"train_bad_optimizer",
                 "name: x\ncases:\n  - name: a\n    bench: train\n"
-                "    model: {layers: 2, hidden: 4, batch: 2}\n    optimizer: lion\n",
+                "    model: {layers: 2, hidden: 4, batch: 2}\n    optimizer: "
+                "lion\n",
                 "bad.yaml:6: cases[0].optimizer:", "sgd or adam"},
         BadPlan{"train_with_sizes",
                 "name: x\ncases:\n  - name: a\n    bench: train\n"
                 "    model: {layers: 2, hidden: 4, batch: 2}\n    sizes: 8B\n",
                 "bad.yaml:6: cases[0].sizes:", "bench: train"},
-        BadPlan{"train_bad_mode",
-                "name: x\ncases:\n  - name: a\n    bench: train\n"
-                "    model: {layers: 2, hidden: 4, batch: 2}\n    mode: serve\n",
-                "bad.yaml:6: cases[0].mode:", "train or inference"},
+        BadPlan{
+            "train_bad_mode",
+            "name: x\ncases:\n  - name: a\n    bench: train\n"
+            "    model: {layers: 2, hidden: 4, batch: 2}\n    mode: serve\n",
+            "bad.yaml:6: cases[0].mode:", "train or inference"},
         BadPlan{"train_bad_comm",
                 "name: x\ncases:\n  - name: a\n    bench: train\n"
                 "    model: {layers: 2, hidden: 4, batch: 2}\n    comm: gloo\n",
                 "bad.yaml:6: cases[0].comm:", "nccl or ce"},
         BadPlan{"train_key_on_p2p",
-                "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 8B, optimizer: sgd}\n",
+                "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 8B, "
+                "optimizer: sgd}\n",
                 "bad.yaml:3: cases[0].optimizer:", "bench: train"},
         BadPlan{"bad_traffic",
-                "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 8B, traffic: both}\n",
+                "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 8B, "
+                "traffic: both}\n",
                 "bad.yaml:3: cases[0].traffic:", "uni or bidir"}),
-    [](const ::testing::TestParamInfo<BadPlan>& info) { return info.param.name; });
+    [](const ::testing::TestParamInfo<BadPlan>& info) {
+      return info.param.name;
+    });
 
 TEST(ParsePlanYaml, NodeBenchmarkDefaults) {
   auto plan = ParsePlanYaml(R"(name: x
@@ -304,7 +325,10 @@ cases:
   EXPECT_EQ((*cases)[3].nranks(), 2);
   EXPECT_EQ((*cases)[3].dtype(), v1::BFLOAT16);
   // Defaults: SGD at 0.1, 25 MiB buckets, overlap, 20 steps, float32.
-  auto d = ParsePlanYaml("name: x\ncases:\n  - {name: m, bench: train, model: {layers: 1, hidden: 4, batch: 2}}\n", "d.yaml");
+  auto d = ParsePlanYaml(
+      "name: x\ncases:\n  - {name: m, bench: train, model: {layers: 1, hidden: "
+      "4, batch: 2}}\n",
+      "d.yaml");
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->cases(0).train().optimizer(), "sgd");
   EXPECT_DOUBLE_EQ(d->cases(0).train().lr(), 0.1);
@@ -314,13 +338,15 @@ cases:
   EXPECT_EQ(d->cases(0).train().comm(), "nccl");
   // Modes and a batch sweep expand; inference takes one overlap setting.
   auto sweep = ParsePlanYaml(
-      "name: x\ncases:\n  - {name: m, bench: train, mode: [train, inference], overlap: [true, false],"
+      "name: x\ncases:\n  - {name: m, bench: train, mode: [train, inference], "
+      "overlap: [true, false],"
       " model: {layers: 1, hidden: 4, batch: [2, 8]}}\n",
       "s.yaml");
   ASSERT_TRUE(sweep.ok()) << sweep.status();
   auto sc = ExpandPlan(*sweep, 100000, 1);
   ASSERT_TRUE(sc.ok());
-  ASSERT_EQ(sc->size(), 2u * 2 + 2u);  // train: batch x overlap; inference: batch
+  ASSERT_EQ(sc->size(),
+            2u * 2 + 2u);  // train: batch x overlap; inference: batch
   EXPECT_FALSE((*sc)[0].train().inference());
   EXPECT_EQ((*sc)[0].train().batch(), 2);
   EXPECT_EQ((*sc)[2].train().batch(), 8);
@@ -330,10 +356,12 @@ cases:
 }
 
 TEST(ParsePlanYaml, ShippedP2pPlanIsValid) {
-  auto plan = LoadPlanFile(std::string(RINGMASTER_SOURCE_DIR) + "/plans/p2p.yaml");
+  auto plan =
+      LoadPlanFile(std::string(RINGMASTER_SOURCE_DIR) + "/plans/p2p.yaml");
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_GT(plan->cases_size(), 10);
-  auto dp = LoadPlanFile(std::string(RINGMASTER_SOURCE_DIR) + "/plans/dp-scaling.yaml");
+  auto dp = LoadPlanFile(std::string(RINGMASTER_SOURCE_DIR) +
+                         "/plans/dp-scaling.yaml");
   ASSERT_TRUE(dp.ok()) << dp.status();
 }
 
@@ -348,7 +376,8 @@ TEST(LoadPlanFile, MissingFileIsNotFound) {
 TEST(LoadPlanFile, DirectoryIsNotAPlan) {
   auto plan = LoadPlanFile("/tmp");
   ASSERT_FALSE(plan.ok());
-  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("not a regular file"));
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("not a regular file"));
 }
 
 TEST(Sha256Hex, KnownVector) {

@@ -13,13 +13,18 @@
 namespace ringmaster {
 namespace {
 
-double StrongEfficiencyOf(double t1, double tn, int n) { return tn > 0 && n > 0 ? t1 / (n * tn) : 0; }
+double StrongEfficiencyOf(double t1, double tn, int n) {
+  return tn > 0 && n > 0 ? t1 / (n * tn) : 0;
+}
 
 std::string_view ModeName(v1::TimingMode m) {
   switch (m) {
-    case v1::PER_OP: return "per-op";
-    case v1::GRAPH: return "graph";
-    default: return "pipelined";
+    case v1::PER_OP:
+      return "per-op";
+    case v1::GRAPH:
+      return "graph";
+    default:
+      return "pipelined";
   }
 }
 
@@ -32,18 +37,31 @@ std::string OpText(const v1::Case& c) {
 std::string Group(const v1::Result& r) {
   const v1::Case& c = r.case_();
   if (c.bench() != v1::BENCH_COLLECTIVE) {
-    std::string g = absl::StrFormat("%s: %s | %d ranks", c.spec_name(), BenchLabel(c), r.nranks());
+    std::string g = absl::StrFormat("%s: %s | %d ranks", c.spec_name(),
+                                    BenchLabel(c), r.nranks());
     if (!c.variant().empty()) g += " | variant " + c.variant();
     return g;
   }
-  std::string g = absl::StrFormat("%s: %s %s %s | %s timing | %d ranks", c.spec_name(),
-                                  CollectiveName(c.collective()), DataTypeName(c.dtype()),
-                                  OpText(c), ModeName(r.timing_mode()), r.nranks());
+  std::string g =
+      absl::StrFormat("%s: %s %s %s | %s timing | %d ranks", c.spec_name(),
+                      CollectiveName(c.collective()), DataTypeName(c.dtype()),
+                      OpText(c), ModeName(r.timing_mode()), r.nranks());
   if (!c.variant().empty()) {
     g += " | variant " + c.variant();
-    if (c.ceiling_gbps() > 0) g += absl::StrFormat(" (ceiling %.4g GB/s)", c.ceiling_gbps());
+    if (c.ceiling_gbps() > 0)
+      g += absl::StrFormat(" (ceiling %.4g GB/s)", c.ceiling_gbps());
   }
   return g;
+}
+
+// "SKIPPED: why" or "FAILED reason rank N: detail", for table rows.
+std::string NotOkText(const v1::Result& r) {
+  const v1::Failure& f = r.failure();
+  std::string detail = f.detail().empty() ? "" : ": " + f.detail();
+  if (r.status() == v1::SKIPPED) return "SKIPPED" + detail;
+  return absl::StrFormat(
+      "FAILED %s%s%s", FailureReasonName(f.reason()),
+      f.rank() >= 0 ? absl::StrFormat(" rank %d", f.rank()) : "", detail);
 }
 
 std::string CsvField(std::string_view s) {
@@ -59,7 +77,8 @@ std::string CsvField(std::string_view s) {
 }  // namespace
 
 double RelativeCi(const v1::Stats& s) {
-  if (!s.ci_on_median()) return s.mean_s() > 0 ? s.ci95_half_width_s() / s.mean_s() : -1;
+  if (!s.ci_on_median())
+    return s.mean_s() > 0 ? s.ci95_half_width_s() / s.mean_s() : -1;
   if (s.median_ci95_high_s() <= 0 || s.median_s() <= 0) return -1;
   return (s.median_ci95_high_s() - s.median_ci95_low_s()) / 2 / s.median_s();
 }
@@ -88,12 +107,14 @@ void ConsoleReporter::Begin(const RunContext& context) {
 }
 
 void ConsoleReporter::Header() {
-  out_ << absl::StrFormat("#%12s %12s %9s %6s %5s %10s %10s %9s %9s %7s %5s %6s %5s %s\n",
-                          "size", "count", "type", "redop", "place", "time", "p99",
-                          "algbw", "busbw", "#wrong", "n", "ci95", "skew", " nccl");
-  out_ << absl::StrFormat("#%12s %12s %9s %6s %5s %10s %10s %9s %9s %7s %5s %6s %5s\n",
-                          "(B)", "(elements)", "", "", "", "(us)", "(us)", "(GB/s)",
-                          "(GB/s)", "", "", "(%)", "");
+  out_ << absl::StrFormat(
+      "#%12s %12s %9s %6s %5s %10s %10s %9s %9s %7s %5s %6s %5s %s\n", "size",
+      "count", "type", "redop", "place", "time", "p99", "algbw", "busbw",
+      "#wrong", "n", "ci95", "skew", " nccl");
+  out_ << absl::StrFormat(
+      "#%12s %12s %9s %6s %5s %10s %10s %9s %9s %7s %5s %6s %5s\n", "(B)",
+      "(elements)", "", "", "", "(us)", "(us)", "(GB/s)", "(GB/s)", "", "",
+      "(%)", "");
 }
 
 void ConsoleReporter::Report(const v1::Result& r) {
@@ -101,7 +122,9 @@ void ConsoleReporter::Report(const v1::Result& r) {
   const bool bench = r.case_().bench() != v1::BENCH_COLLECTIVE;
   // A group whose cases are all skipped for one reason takes one line.
   if (bench && r.status() == v1::SKIPPED) {
-    if (group == last_group_ && (skipped_group_ || r.failure().detail() == last_skip_)) return;
+    if (group == last_group_ &&
+        (skipped_group_ || r.failure().detail() == last_skip_))
+      return;
     if (group != last_group_) {
       out_ << "# " << group << ": skipped: " << r.failure().detail() << "\n";
       last_group_ = group;
@@ -132,63 +155,58 @@ void ConsoleReporter::Report(const v1::Result& r) {
     return;
   }
   const v1::Case& c = r.case_();
-  std::string prefix = absl::StrFormat(
-      " %12d %12d %9s %6s %5s", c.size_bytes(), c.count(), DataTypeName(c.dtype()),
-      OpText(c), c.in_place() ? "in" : "out");
+  std::string prefix = absl::StrFormat(" %12d %12d %9s %6s %5s", c.size_bytes(),
+                                       c.count(), DataTypeName(c.dtype()),
+                                       OpText(c), c.in_place() ? "in" : "out");
   if (r.status() != v1::OK) {
-    out_ << prefix
-         << absl::StrFormat("  FAILED %s%s%s\n",
-                            FailureReasonName(r.failure().reason()),
-                            r.failure().rank() >= 0
-                                ? absl::StrFormat(" rank %d", r.failure().rank())
-                                : "",
-                            r.failure().detail().empty()
-                                ? ""
-                                : ": " + r.failure().detail());
+    out_ << prefix << "  " << NotOkText(r) << "\n";
   } else {
     const v1::Stats& s = r.stats();
     double ci = RelativeCi(s);
     std::string ci_text = ci < 0 ? "n/a" : absl::StrFormat("%.2f", 100 * ci);
-    std::string wrong =
-        r.wrong_elements() < 0 ? "N/A" : absl::StrFormat("%d", r.wrong_elements());
+    std::string wrong = r.wrong_elements() < 0
+                            ? "N/A"
+                            : absl::StrFormat("%d", r.wrong_elements());
     out_ << prefix
-         << absl::StrFormat(" %10.2f %10.2f %9.2f %9.2f %7s %5d %6s %5.2f%s\n",
-                            s.median_s() * 1e6, s.p99_s() * 1e6, r.algbw_gbps(),
-                            r.busbw_gbps(), wrong, s.samples(), ci_text, r.straggler_ratio(),
-                            r.nccl_algorithm().empty()
-                                ? ""
-                                : absl::StrFormat("  %s/%s/%d", r.nccl_algorithm(),
-                                                  r.nccl_protocol(), r.nccl_channels()));
+         << absl::StrFormat(
+                " %10.2f %10.2f %9.2f %9.2f %7s %5d %6s %5.2f%s\n",
+                s.median_s() * 1e6, s.p99_s() * 1e6, r.algbw_gbps(),
+                r.busbw_gbps(), wrong, s.samples(), ci_text,
+                r.straggler_ratio(),
+                r.nccl_algorithm().empty()
+                    ? ""
+                    : absl::StrFormat("  %s/%s/%d", r.nccl_algorithm(),
+                                      r.nccl_protocol(), r.nccl_channels()));
   }
   out_.flush();
 }
 
 void ConsoleReporter::BenchHeader() {
-  out_ << absl::StrFormat("#%-9s %11s %10s %10s %9s %7s %9s %8s %7s %4s %6s  %s\n", "ranks",
-                          "size/shape", "time", "p99", "GB/s", "%ceil", "latency", "TFLOP/s",
-                          "#wrong", "n", "ci95", "path");
-  out_ << absl::StrFormat("#%-9s %11s %10s %10s %9s %7s %9s %8s %7s %4s %6s\n", "(src->dst)",
-                          "", "(us)", "(us)", "", "", "(ns)", "", "", "", "(%)");
+  out_ << absl::StrFormat(
+      "#%-9s %11s %10s %10s %9s %7s %9s %8s %7s %4s %6s  %s\n", "ranks",
+      "size/shape", "time", "p99", "GB/s", "%ceil", "latency", "TFLOP/s",
+      "#wrong", "n", "ci95", "path");
+  out_ << absl::StrFormat("#%-9s %11s %10s %10s %9s %7s %9s %8s %7s %4s %6s\n",
+                          "(src->dst)", "", "(us)", "(us)", "", "", "(ns)", "",
+                          "", "", "(%)");
 }
 
 void ConsoleReporter::BenchRow(const v1::Result& r) {
   const v1::Case& c = r.case_();
-  auto rank_text = [](int r) { return r < 0 ? std::string("*") : absl::StrFormat("%d", r); };
-  std::string ranks = c.pattern() == v1::ONE_RANK || c.pattern() == v1::ALL_RANKS
-                          ? rank_text(c.src_rank())
-                          : rank_text(c.src_rank()) + "->" + rank_text(c.dst_rank());
+  auto rank_text = [](int r) {
+    return r < 0 ? std::string("*") : absl::StrFormat("%d", r);
+  };
+  std::string ranks =
+      c.pattern() == v1::ONE_RANK || c.pattern() == v1::ALL_RANKS
+          ? rank_text(c.src_rank())
+          : rank_text(c.src_rank()) + "->" + rank_text(c.dst_rank());
   std::string what = c.bench() == v1::BENCH_GEMM
-                         ? absl::StrFormat("%dx%dx%d", c.gemm().m(), c.gemm().n(), c.gemm().k())
+                         ? absl::StrFormat("%dx%dx%d", c.gemm().m(),
+                                           c.gemm().n(), c.gemm().k())
                          : FormatBytes(c.size_bytes());
   std::string prefix = absl::StrFormat(" %-9s %11s", ranks, what);
   if (r.status() != v1::OK) {
-    out_ << prefix
-         << absl::StrFormat("  %s%s%s%s\n", r.status() == v1::SKIPPED ? "SKIPPED" : "FAILED ",
-                            r.status() == v1::SKIPPED ? "" : FailureReasonName(r.failure().reason()),
-                            r.failure().rank() >= 0 && r.status() != v1::SKIPPED
-                                ? absl::StrFormat(" rank %d", r.failure().rank())
-                                : "",
-                            r.failure().detail().empty() ? "" : ": " + r.failure().detail());
+    out_ << prefix << "  " << NotOkText(r) << "\n";
     out_.flush();
     return;
   }
@@ -198,51 +216,56 @@ void ConsoleReporter::BenchRow(const v1::Result& r) {
     return v > 0 ? absl::StrFormat("%.*f", decimals, v) : std::string("-");
   };
   out_ << prefix
-       << absl::StrFormat(" %10.2f %10.2f %9s %7s %9s %8s %7s %4d %6s  %s\n", s.median_s() * 1e6,
-                          s.p99_s() * 1e6, num(r.bandwidth_gbps(), 1),
-                          num(r.pct_of_ceiling(), 1), num(r.latency_ns(), 0),
-                          num(r.tflops(), 1),
-                          r.wrong_elements() < 0 ? std::string("N/A")
-                                                 : absl::StrFormat("%d", r.wrong_elements()),
-                          s.samples(), ci < 0 ? std::string("n/a") : absl::StrFormat("%.2f", 100 * ci),
-                          r.path());
+       << absl::StrFormat(
+              " %10.2f %10.2f %9s %7s %9s %8s %7s %4d %6s  %s\n",
+              s.median_s() * 1e6, s.p99_s() * 1e6, num(r.bandwidth_gbps(), 1),
+              num(r.pct_of_ceiling(), 1), num(r.latency_ns(), 0),
+              num(r.tflops(), 1),
+              r.wrong_elements() < 0
+                  ? std::string("N/A")
+                  : absl::StrFormat("%d", r.wrong_elements()),
+              s.samples(),
+              ci < 0 ? std::string("n/a") : absl::StrFormat("%.2f", 100 * ci),
+              r.path());
   out_.flush();
 }
 
 void ConsoleReporter::TrainHeader() {
-  out_ << absl::StrFormat("#%5s %10s %10s %10s %10s %10s %11s %8s %10s %9s\n", "ranks", "step",
-                          "compute", "exposed", "skew", "p99", "samples/s", "TFLOP/s", "loss",
-                          "check");
-  out_ << absl::StrFormat("#%5s %10s %10s %10s %10s %10s %11s %8s %10s %9s\n", "", "(ms)", "(ms)",
-                          "comm (ms)", "(ms)", "(ms)", "", "/rank", "(last)", "(rel err)");
+  out_ << absl::StrFormat("#%5s %10s %10s %10s %10s %10s %11s %8s %10s %9s\n",
+                          "ranks", "step", "compute", "exposed", "skew", "p99",
+                          "samples/s", "TFLOP/s", "loss", "check");
+  out_ << absl::StrFormat("#%5s %10s %10s %10s %10s %10s %11s %8s %10s %9s\n",
+                          "", "(ms)", "(ms)", "comm (ms)", "(ms)", "(ms)", "",
+                          "/rank", "(last)", "(rel err)");
 }
 
 void ConsoleReporter::TrainRow(const v1::Result& r) {
   std::string prefix = absl::StrFormat(" %5d", r.nranks());
   if (r.status() != v1::OK) {
-    out_ << prefix
-         << absl::StrFormat("  %s%s%s\n", r.status() == v1::SKIPPED ? "SKIPPED" : "FAILED ",
-                            r.status() == v1::SKIPPED ? "" : FailureReasonName(r.failure().reason()),
-                            r.failure().detail().empty() ? "" : ": " + r.failure().detail());
+    out_ << prefix << "  " << NotOkText(r) << "\n";
     out_.flush();
     return;
   }
   const v1::TrainFigures& t = r.train();
   out_ << prefix
-       << absl::StrFormat(" %10.3f %10.3f %10.3f %10.3f %10.3f %11.1f %8.3f %10.6g %9s\n",
-                          r.stats().median_s() * 1e3, t.compute_s() * 1e3,
-                          t.exposed_comm_s() * 1e3, t.skew_s() * 1e3, r.stats().p99_s() * 1e3,
-                          t.samples_per_s(), t.tflops_per_rank(), t.loss_last(),
-                          t.loss_check() < 0 ? std::string("-")
-                                             : absl::StrFormat("%.1e", t.loss_rel_error()));
+       << absl::StrFormat(
+              " %10.3f %10.3f %10.3f %10.3f %10.3f %11.1f %8.3f %10.6g %9s\n",
+              r.stats().median_s() * 1e3, t.compute_s() * 1e3,
+              t.exposed_comm_s() * 1e3, t.skew_s() * 1e3,
+              r.stats().p99_s() * 1e3, t.samples_per_s(), t.tflops_per_rank(),
+              t.loss_last(),
+              t.loss_check() < 0 ? std::string("-")
+                                 : absl::StrFormat("%.1e", t.loss_rel_error()));
   out_.flush();
 }
 
 void ConsoleReporter::End(const RunSummary& summary) {
-  out_ << absl::StrFormat("# results: %d (%d failed, %d skipped)\n", summary.results,
-                          summary.failed_results, summary.skipped_results);
+  out_ << absl::StrFormat("# results: %d (%d failed, %d skipped)\n",
+                          summary.results, summary.failed_results,
+                          summary.skipped_results);
   if (summary.ok_collectives > 0 || summary.results == summary.failed_results) {
-    out_ << absl::StrFormat("# Avg bus bandwidth    : %g GB/s\n", summary.avg_busbw_gbps);
+    out_ << absl::StrFormat("# Avg bus bandwidth    : %g GB/s\n",
+                            summary.avg_busbw_gbps);
   }
   if (summary.succeeded) {
     out_ << "# status: SUCCEEDED\n";
@@ -257,7 +280,8 @@ std::string ResultToJson(const v1::Result& result) {
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
   options.always_print_primitive_fields = true;
-  auto status = google::protobuf::util::MessageToJsonString(result, &json, options);
+  auto status =
+      google::protobuf::util::MessageToJsonString(result, &json, options);
   if (!status.ok()) return "{}";
   return json;
 }
@@ -267,48 +291,57 @@ void JsonLinesReporter::Report(const v1::Result& result) {
 }
 
 void CsvReporter::Begin(const RunContext& context) {
-  out_ << "job_id,seq,case,collective,dtype,op,size_bytes,count,placement,"
-          "nranks,timing_mode,variant,status,failure,time_us,min_us,p95_us,p99_us,"
-          "stddev_us,ci95_us,median_ci95_low_us,median_ci95_high_us,samples,"
-          "iters_per_sample,algbw_gbps,busbw_gbps,pct_of_ceiling,wrong_elements,"
-          "straggler_ratio,straggler_rank,nccl_algorithm,nccl_protocol,nccl_channels,"
-          "bench,method,direction,traffic,pattern,src_rank,dst_rank,host_memory,gemm_mnk,"
-          "bandwidth_gbps,latency_ns,tflops,rel_error,path,ceiling_gbps\n";
+  out_
+      << "job_id,seq,case,collective,dtype,op,size_bytes,count,placement,"
+         "nranks,timing_mode,variant,status,failure,time_us,min_us,p95_us,p99_"
+         "us,"
+         "stddev_us,ci95_us,median_ci95_low_us,median_ci95_high_us,samples,"
+         "iters_per_sample,algbw_gbps,busbw_gbps,pct_of_ceiling,wrong_elements,"
+         "straggler_ratio,straggler_rank,nccl_algorithm,nccl_protocol,nccl_"
+         "channels,"
+         "bench,method,direction,traffic,pattern,src_rank,dst_rank,host_memory,"
+         "gemm_mnk,"
+         "bandwidth_gbps,latency_ns,tflops,rel_error,path,ceiling_gbps\n";
 }
 
 void CsvReporter::Report(const v1::Result& r) {
   const v1::Case& c = r.case_();
   const v1::Stats& s = r.stats();
   std::string failure =
-      r.status() == v1::OK ? "" : std::string(FailureReasonName(r.failure().reason()));
+      r.status() == v1::OK
+          ? ""
+          : std::string(FailureReasonName(r.failure().reason()));
   out_ << absl::StrFormat(
-      "%s,%d,%s,%s,%s,%s,%d,%d,%s,%d,%s,%s,%s,%s,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d,"
+      "%s,%d,%s,%s,%s,%s,%d,%d,%s,%d,%s,%s,%s,%s,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,"
+      "%.4f,%.4f,%d,"
       "%d,%.6f,%.6f,%.3f,%d,%.4f,%d,%s,%s,%d,",
       CsvField(r.job_id()), c.seq(), CsvField(c.spec_name()),
       CollectiveName(c.collective()), DataTypeName(c.dtype()), OpText(c),
       c.size_bytes(), c.count(), c.in_place() ? "in_place" : "out_of_place",
       r.nranks(), ModeName(r.timing_mode()), CsvField(c.variant()),
-      r.status() == v1::OK ? "ok" : (r.status() == v1::SKIPPED ? "skipped" : "failed"), failure,
-      s.median_s() * 1e6, s.min_s() * 1e6, s.p95_s() * 1e6, s.p99_s() * 1e6,
-      s.stddev_s() * 1e6, s.ci95_half_width_s() * 1e6, s.median_ci95_low_s() * 1e6,
-      s.median_ci95_high_s() * 1e6, s.samples(), s.iters_per_sample(),
-      r.algbw_gbps(), r.busbw_gbps(), r.pct_of_ceiling(), r.wrong_elements(),
-      r.straggler_ratio(), r.straggler_rank(), r.nccl_algorithm(), r.nccl_protocol(),
-      r.nccl_channels());
+      r.status() == v1::OK ? "ok"
+                           : (r.status() == v1::SKIPPED ? "skipped" : "failed"),
+      failure, s.median_s() * 1e6, s.min_s() * 1e6, s.p95_s() * 1e6,
+      s.p99_s() * 1e6, s.stddev_s() * 1e6, s.ci95_half_width_s() * 1e6,
+      s.median_ci95_low_s() * 1e6, s.median_ci95_high_s() * 1e6, s.samples(),
+      s.iters_per_sample(), r.algbw_gbps(), r.busbw_gbps(), r.pct_of_ceiling(),
+      r.wrong_elements(), r.straggler_ratio(), r.straggler_rank(),
+      r.nccl_algorithm(), r.nccl_protocol(), r.nccl_channels());
   const bool bench = c.bench() != v1::BENCH_COLLECTIVE;
   out_ << absl::StrFormat(
-      "%s,%s,%s,%s,%s,%s,%s,%s,%s,%.6f,%.3f,%.4f,%.3g,%s,%.3f\n", BenchName(c.bench()),
-      bench ? CopyMethodName(c.method()) : "", bench ? CopyDirectionName(c.direction()) : "",
+      "%s,%s,%s,%s,%s,%s,%s,%s,%s,%.6f,%.3f,%.4f,%.3g,%s,%.3f\n",
+      BenchName(c.bench()), bench ? CopyMethodName(c.method()) : "",
+      bench ? CopyDirectionName(c.direction()) : "",
       bench ? (c.bidirectional() ? "bidir" : "uni") : "",
       bench ? TransferPatternName(c.pattern()) : "",
       bench ? absl::StrFormat("%d", c.src_rank()) : "",
       bench ? absl::StrFormat("%d", c.dst_rank()) : "",
       bench ? HostMemoryName(c.host_memory()) : "",
-      c.bench() == v1::BENCH_GEMM
-          ? absl::StrFormat("%dx%dx%d", c.gemm().m(), c.gemm().n(), c.gemm().k())
-          : "",
-      r.bandwidth_gbps(), r.latency_ns(), r.tflops(), r.rel_error(), CsvField(r.path()),
-      r.ceiling_gbps());
+      c.bench() == v1::BENCH_GEMM ? absl::StrFormat("%dx%dx%d", c.gemm().m(),
+                                                    c.gemm().n(), c.gemm().k())
+                                  : "",
+      r.bandwidth_gbps(), r.latency_ns(), r.tflops(), r.rel_error(),
+      CsvField(r.path()), r.ceiling_gbps());
 }
 
 std::string RenderTrainScaling(const std::vector<v1::Result>& results) {
@@ -330,52 +363,66 @@ std::string RenderTrainScaling(const std::vector<v1::Result>& results) {
   for (const auto& r : results) {
     const v1::Case& c = r.case_();
     if (c.bench() != v1::BENCH_TRAIN || r.status() != v1::OK) continue;
-    std::string k = absl::StrFormat("%s (%s, %d rank%s)", c.spec_name(),
-                                    c.train().inference() ? "inference" : "train", r.nranks(),
-                                    r.nranks() == 1 ? "" : "s");
+    std::string k =
+        absl::StrFormat("%s (%s, %d rank%s)", c.spec_name(),
+                        c.train().inference() ? "inference" : "train",
+                        r.nranks(), r.nranks() == 1 ? "" : "s");
     if (!best.count(k)) best_order.push_back(k);
-    if (!best.count(k) || r.train().samples_per_s() > best[k]->train().samples_per_s()) best[k] = &r;
+    if (!best.count(k) ||
+        r.train().samples_per_s() > best[k]->train().samples_per_s())
+      best[k] = &r;
   }
   for (const auto& key : order) {
     auto& v = rows[key];
-    std::sort(v.begin(), v.end(),
-              [](const v1::Result* a, const v1::Result* b) { return a->nranks() < b->nranks(); });
+    std::sort(v.begin(), v.end(), [](const v1::Result* a, const v1::Result* b) {
+      return a->nranks() < b->nranks();
+    });
     const bool strong = v.front()->case_().train().strong();
-    const double t1 = v.front()->nranks() == 1 ? v.front()->stats().median_s() : 0;
-    out += absl::StrFormat("# scaling (%s): %s\n", strong ? "strong, E = T1/(n*Tn)" : "weak, E = T1/Tn",
+    const double t1 =
+        v.front()->nranks() == 1 ? v.front()->stats().median_s() : 0;
+    out += absl::StrFormat("# scaling (%s): %s\n",
+                           strong ? "strong, E = T1/(n*Tn)" : "weak, E = T1/Tn",
                            key);
-    out += absl::StrFormat("#%5s %10s %8s %10s %10s %10s %8s %11s\n", "ranks", "step (ms)", "E",
-                           "compute", "exposed", "skew", "sum/step", "samples/s");
+    out += absl::StrFormat("#%5s %10s %8s %10s %10s %10s %8s %11s\n", "ranks",
+                           "step (ms)", "E", "compute", "exposed", "skew",
+                           "sum/step", "samples/s");
     for (const v1::Result* r : v) {
       const double tn = r->stats().median_s();
       const v1::TrainFigures& t = r->train();
-      double e = t1 > 0 ? (strong ? StrongEfficiencyOf(t1, tn, r->nranks()) : t1 / tn) : 0;
+      double e =
+          t1 > 0 ? (strong ? StrongEfficiencyOf(t1, tn, r->nranks()) : t1 / tn)
+                 : 0;
       double sum = t.compute_s() + t.exposed_comm_s() + t.skew_s();
-      out += absl::StrFormat(" %5d %10.3f %8s %10.3f %10.3f %10.3f %8.3f %11.1f\n", r->nranks(),
-                             tn * 1e3, e > 0 ? absl::StrFormat("%.3f", e) : std::string("-"),
-                             t.compute_s() * 1e3, t.exposed_comm_s() * 1e3, t.skew_s() * 1e3,
-                             t.step_of_breakdown_s() > 0 ? sum / t.step_of_breakdown_s() : 0,
-                             t.samples_per_s());
+      out += absl::StrFormat(
+          " %5d %10.3f %8s %10.3f %10.3f %10.3f %8.3f %11.1f\n", r->nranks(),
+          tn * 1e3, e > 0 ? absl::StrFormat("%.3f", e) : std::string("-"),
+          t.compute_s() * 1e3, t.exposed_comm_s() * 1e3, t.skew_s() * 1e3,
+          t.step_of_breakdown_s() > 0 ? sum / t.step_of_breakdown_s() : 0,
+          t.samples_per_s());
     }
   }
   for (const auto& k : best_order) {
     const v1::Result* r = best[k];
-    out += absl::StrFormat("# best throughput %s: batch %d, %.1f samples/s, step p50 %.3f ms p99 %.3f ms\n",
-                           k, r->case_().train().batch(), r->train().samples_per_s(),
-                           r->stats().median_s() * 1e3, r->stats().p99_s() * 1e3);
+    out += absl::StrFormat(
+        "# best throughput %s: batch %d, %.1f samples/s, step p50 %.3f ms p99 "
+        "%.3f ms\n",
+        k, r->case_().train().batch(), r->train().samples_per_s(),
+        r->stats().median_s() * 1e3, r->stats().p99_s() * 1e3);
   }
   return out;
 }
 
 std::string BenchLabel(const v1::Case& c) {
   std::vector<std::string> parts = {std::string(BenchName(c.bench()))};
-  if (c.method() != v1::COPY_METHOD_UNSPECIFIED) parts.emplace_back(CopyMethodName(c.method()));
+  if (c.method() != v1::COPY_METHOD_UNSPECIFIED)
+    parts.emplace_back(CopyMethodName(c.method()));
   switch (c.bench()) {
     case v1::BENCH_P2P:
     case v1::BENCH_HOST_DEVICE:
       parts.emplace_back(CopyDirectionName(c.direction()));
       parts.emplace_back(c.bidirectional() ? "bidir" : "uni");
-      if (c.bench() == v1::BENCH_HOST_DEVICE) parts.emplace_back(HostMemoryName(c.host_memory()));
+      if (c.bench() == v1::BENCH_HOST_DEVICE)
+        parts.emplace_back(HostMemoryName(c.host_memory()));
       parts.emplace_back(TransferPatternName(c.pattern()));
       break;
     case v1::BENCH_LATENCY:
@@ -387,17 +434,16 @@ std::string BenchLabel(const v1::Case& c) {
     case v1::BENCH_TRAIN: {
       const v1::TrainSpec& t = c.train();
       if (t.inference()) {
-        parts.push_back(absl::StrFormat("L%d H%d B%d%s %s inference", t.layers(), t.hidden(),
-                                        t.batch(), t.strong() ? " global" : "/rank",
-                                        DataTypeName(c.dtype())));
+        parts.push_back(absl::StrFormat(
+            "L%d H%d B%d%s %s inference", t.layers(), t.hidden(), t.batch(),
+            t.strong() ? " global" : "/rank", DataTypeName(c.dtype())));
         break;
       }
-      parts.push_back(absl::StrFormat("L%d H%d B%d%s %s %s %s, bucket %s%s", t.layers(), t.hidden(),
-                                      t.batch(), t.strong() ? " global" : "/rank",
-                                      DataTypeName(c.dtype()), t.optimizer(),
-                                      t.overlap() ? "overlap" : "no-overlap",
-                                      FormatBytes(t.bucket_bytes()),
-                                      t.comm() == "ce" ? ", comm ce" : ""));
+      parts.push_back(absl::StrFormat(
+          "L%d H%d B%d%s %s %s %s, bucket %s%s", t.layers(), t.hidden(),
+          t.batch(), t.strong() ? " global" : "/rank", DataTypeName(c.dtype()),
+          t.optimizer(), t.overlap() ? "overlap" : "no-overlap",
+          FormatBytes(t.bucket_bytes()), t.comm() == "ce" ? ", comm ce" : ""));
       break;
     }
     default:
@@ -424,9 +470,11 @@ std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
       continue;
     }
     std::string point = c.bench() == v1::BENCH_GEMM
-                            ? absl::StrFormat("%dx%dx%d", c.gemm().m(), c.gemm().n(), c.gemm().k())
+                            ? absl::StrFormat("%dx%dx%d", c.gemm().m(),
+                                              c.gemm().n(), c.gemm().k())
                             : FormatBytes(c.size_bytes());
-    std::string title = absl::StrFormat("%s: %s, %s", c.spec_name(), BenchLabel(c), point);
+    std::string title =
+        absl::StrFormat("%s: %s, %s", c.spec_name(), BenchLabel(c), point);
     if (!c.variant().empty()) title += ", variant " + c.variant();
     auto [it, fresh] = matrices.try_emplace(title);
     if (fresh) order.push_back(title);
@@ -438,7 +486,8 @@ std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
     // Pairs: (source, destination). Otherwise one row, the column being
     // the rank the pattern is about (the "one" of all_to_one/one_to_all).
     int row = m.pairs ? c.src_rank() : -1;
-    int col = m.pairs || c.pattern() == v1::ALL_TO_ONE ? c.dst_rank() : c.src_rank();
+    int col =
+        m.pairs || c.pattern() == v1::ALL_TO_ONE ? c.dst_rank() : c.src_rank();
     m.cells[{row, col}] = &r;
   }
   if (order.empty()) return "";
@@ -448,16 +497,18 @@ std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
   for (const auto& title : order) {
     const Matrix& m = matrices[title];
     bool any_run = false;
-    for (const auto& [pos, r] : m.cells) any_run = any_run || r->status() != v1::SKIPPED;
+    for (const auto& [pos, r] : m.cells)
+      any_run = any_run || r->status() != v1::SKIPPED;
     if (!any_run) {
       for (const auto& [pos, r] : m.cells) ++skipped[r->failure().detail()];
       continue;
     }
     const bool gemm = title.find(": gemm") != std::string::npos;
     std::string unit = m.latency ? "ns" : (gemm ? "TFLOP/s" : "GB/s");
-    out += absl::StrFormat("# %s (%s%s)\n", title, unit,
-                           m.pairs ? "; rows: source rank, columns: destination rank"
-                                   : "; one column per rank");
+    out += absl::StrFormat(
+        "# %s (%s%s)\n", title, unit,
+        m.pairs ? "; rows: source rank, columns: destination rank"
+                : "; one column per rank");
     out += absl::StrFormat("%8s", m.pairs ? "src\\dst" : "");
     for (int col = 0; col < m.n; ++col) out += absl::StrFormat(" %10d", col);
     out += "\n";
@@ -468,20 +519,25 @@ std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
       rows.push_back(-1);
     }
     for (int row : rows) {
-      out += row >= 0 ? absl::StrFormat("%8d", row) : absl::StrFormat("%8s", "");
+      out +=
+          row >= 0 ? absl::StrFormat("%8d", row) : absl::StrFormat("%8s", "");
       for (int col = 0; col < m.n; ++col) {
         auto it = m.cells.find({row, col});
         std::string text = m.pairs && row == col ? "-" : "";
         if (it != m.cells.end()) {
           const v1::Result& r = *it->second;
           if (r.status() == v1::OK) {
-            double v = m.latency ? r.latency_ns() : (gemm ? r.tflops() : r.bandwidth_gbps());
-            text = m.latency || v >= 100 ? absl::StrFormat("%.*f", m.latency ? 0 : 1, v)
-                                         : absl::StrFormat("%.3g", v);
+            double v = m.latency ? r.latency_ns()
+                                 : (gemm ? r.tflops() : r.bandwidth_gbps());
+            text = m.latency || v >= 100
+                       ? absl::StrFormat("%.*f", m.latency ? 0 : 1, v)
+                       : absl::StrFormat("%.3g", v);
           } else {
             text = r.status() == v1::SKIPPED ? "n/a" : "FAIL";
-            std::string note = absl::StrFormat("%s %s: %s", text, title, r.failure().detail());
-            if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+            std::string note =
+                absl::StrFormat("%s %s: %s", text, title, r.failure().detail());
+            if (std::find(notes.begin(), notes.end(), note) == notes.end())
+              notes.push_back(note);
           }
         }
         out += absl::StrFormat(" %10s", text.empty() ? "-" : text);
@@ -491,7 +547,8 @@ std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
   }
   for (const auto& n : notes) out += "# " + n + "\n";
   for (const auto& [why, count] : skipped) {
-    out += absl::StrFormat("# skipped %d case%s: %s\n", count, count == 1 ? "" : "s", why);
+    out += absl::StrFormat("# skipped %d case%s: %s\n", count,
+                           count == 1 ? "" : "s", why);
   }
   return out;
 }
@@ -506,14 +563,16 @@ std::string RenderVariantComparison(const std::vector<v1::Result>& results) {
   std::map<std::string, double> ceilings;
   for (const auto& r : results) {
     const v1::Case& c = r.case_();
-    if (c.bench() != v1::BENCH_COLLECTIVE) continue;  // RenderBenchMatrices shows those
-    if (std::find(variants.begin(), variants.end(), c.variant()) == variants.end()) {
+    if (c.bench() != v1::BENCH_COLLECTIVE)
+      continue;  // RenderBenchMatrices shows those
+    if (std::find(variants.begin(), variants.end(), c.variant()) ==
+        variants.end()) {
       variants.push_back(c.variant());
       ceilings[c.variant()] = c.ceiling_gbps();
     }
-    std::string key = absl::StrFormat("%s|%d|%d|%d|%d|%d|%d|%d", c.spec_name(), c.collective(),
-                                      c.dtype(), c.op(), c.size_bytes(), c.in_place(),
-                                      c.nranks(), c.timing().mode());
+    std::string key = absl::StrFormat(
+        "%s|%d|%d|%d|%d|%d|%d|%d", c.spec_name(), c.collective(), c.dtype(),
+        c.op(), c.size_bytes(), c.in_place(), c.nranks(), c.timing().mode());
     if (!row_case.count(key)) {
       row_keys.push_back(key);
       row_case[key] = &c;
@@ -521,9 +580,10 @@ std::string RenderVariantComparison(const std::vector<v1::Result>& results) {
     }
     cell[{key, c.variant()}] = &r;
   }
-  std::string out = "# interconnect variants: busbw (GB/s) and % of each path's ceiling\n";
-  out += absl::StrFormat("#%-24s %12s %5s %5s %9s", "collective", "size (B)", "place", "ranks",
-                         "mode");
+  std::string out =
+      "# interconnect variants: busbw (GB/s) and % of each path's ceiling\n";
+  out += absl::StrFormat("#%-24s %12s %5s %5s %9s", "collective", "size (B)",
+                         "place", "ranks", "mode");
   for (const auto& v : variants) {
     std::string head = v.empty() ? "(default)" : v;
     if (ceilings[v] > 0) head += absl::StrFormat(" /%.4g", ceilings[v]);
@@ -533,20 +593,23 @@ std::string RenderVariantComparison(const std::vector<v1::Result>& results) {
   for (const auto& key : row_keys) {
     const v1::Case& c = *row_case[key];
     const int nranks = row_nranks[key];
-    out += absl::StrFormat(" %-24s %12d %5s %5d %9s",
-                           absl::StrFormat("%s %s %s", CollectiveName(c.collective()),
-                                           DataTypeName(c.dtype()), OpText(c)),
-                           c.size_bytes(), c.in_place() ? "in" : "out", nranks,
-                           ModeName(c.timing().mode()));
+    out += absl::StrFormat(
+        " %-24s %12d %5s %5d %9s",
+        absl::StrFormat("%s %s %s", CollectiveName(c.collective()),
+                        DataTypeName(c.dtype()), OpText(c)),
+        c.size_bytes(), c.in_place() ? "in" : "out", nranks,
+        ModeName(c.timing().mode()));
     for (const auto& v : variants) {
       auto it = cell.find({key, v});
       std::string text = "-";
       if (it != cell.end()) {
         const v1::Result& r = *it->second;
         if (r.status() != v1::OK) {
-          text = std::string("FAILED ") + std::string(FailureReasonName(r.failure().reason()));
+          text = std::string("FAILED ") +
+                 std::string(FailureReasonName(r.failure().reason()));
         } else if (r.pct_of_ceiling() > 0) {
-          text = absl::StrFormat("%.2f (%5.1f%%)", r.busbw_gbps(), r.pct_of_ceiling());
+          text = absl::StrFormat("%.2f (%5.1f%%)", r.busbw_gbps(),
+                                 r.pct_of_ceiling());
         } else {
           text = absl::StrFormat("%.2f", r.busbw_gbps());
         }

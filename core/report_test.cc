@@ -89,9 +89,12 @@ TEST(RenderVariantComparison, Golden) {
   std::vector<v1::Result> results;
   for (const char* variant : {"nvlink", "pcie"}) {
     for (int64_t size : {1048576, 1073741824}) {
-      v1::Result r = MakeResult(size, false, std::string(variant) == "pcie" ? size / 25e9 : size / 300e9);
+      v1::Result r = MakeResult(
+          size, false,
+          std::string(variant) == "pcie" ? size / 25e9 : size / 300e9);
       r.mutable_case_()->set_variant(variant);
-      r.mutable_case_()->set_ceiling_gbps(std::string(variant) == "pcie" ? 63 : 370.8);
+      r.mutable_case_()->set_ceiling_gbps(
+          std::string(variant) == "pcie" ? 63 : 370.8);
       r.set_busbw_gbps(std::string(variant) == "pcie" ? 25 : 300);
       r.set_pct_of_ceiling(100 * r.busbw_gbps() / r.case_().ceiling_gbps());
       results.push_back(r);
@@ -128,7 +131,8 @@ TEST(Summarize, AveragesOkResultsOnly) {
   EXPECT_DOUBLE_EQ(s.avg_busbw_gbps, 20);
 }
 
-v1::Result BenchResult(v1::TransferPattern pattern, int src, int dst, double gbps) {
+v1::Result BenchResult(v1::TransferPattern pattern, int src, int dst,
+                       double gbps) {
   v1::Result r;
   r.set_job_id("job-2");
   auto* c = r.mutable_case_();
@@ -159,26 +163,31 @@ TEST(RenderBenchMatrices, PairsAsSourceByDestinationWithSkipsExplained) {
       BenchResult(v1::PAIR, 1, 0, 396.0), BenchResult(v1::PAIR, 1, 2, 27.25),
       BenchResult(v1::PAIR, 2, 0, 0),     BenchResult(v1::PAIR, 2, 1, 395.9)};
   results[4].set_status(v1::SKIPPED);
-  results[4].mutable_failure()->set_detail("no peer access from GPU 2 to GPU 0");
+  results[4].mutable_failure()->set_detail(
+      "no peer access from GPU 2 to GPU 0");
   v1::Result h2d = BenchResult(v1::ONE_RANK, 1, -1, 55.5);
   h2d.mutable_case_()->set_spec_name("h2d");
   h2d.mutable_case_()->set_bench(v1::BENCH_HOST_DEVICE);
   h2d.mutable_case_()->set_direction(v1::TO_DEVICE);
   h2d.mutable_case_()->set_host_memory(v1::PINNED);
   results.push_back(h2d);
-  v1::Result collective = MakeResult(1024, false, 1e-5);  // not a node benchmark
+  v1::Result collective =
+      MakeResult(1024, false, 1e-5);  // not a node benchmark
   results.push_back(collective);
   EXPECT_EQ(RenderBenchMatrices(results),
-            "# p2p_ce: p2p ce write uni pairs, 512 MiB (GB/s; rows: source rank, columns: "
+            "# p2p_ce: p2p ce write uni pairs, 512 MiB (GB/s; rows: source "
+            "rank, columns: "
             "destination rank)\n"
             " src\\dst          0          1          2\n"
             "       0          -      396.1      395.5\n"
             "       1      396.0          -       27.2\n"
             "       2        n/a      395.9          -\n"
-            "# h2d: host_device ce to_device uni pinned one, 512 MiB (GB/s; one column per rank)\n"
+            "# h2d: host_device ce to_device uni pinned one, 512 MiB (GB/s; "
+            "one column per rank)\n"
             "                  0          1          2\n"
             "                  -       55.5          -\n"
-            "# n/a p2p_ce: p2p ce write uni pairs, 512 MiB: no peer access from GPU 2 to GPU 0\n");
+            "# n/a p2p_ce: p2p ce write uni pairs, 512 MiB: no peer access "
+            "from GPU 2 to GPU 0\n");
   EXPECT_EQ(RenderBenchMatrices({collective}), "");
 }
 
@@ -188,16 +197,21 @@ TEST(ConsoleReporter, BenchRowsAndSkippedGroups) {
   v1::Result skipped = BenchResult(v1::PAIR, 0, 1, 0);
   skipped.mutable_case_()->set_spec_name("gpu_only");
   skipped.set_status(v1::SKIPPED);
-  skipped.mutable_failure()->set_detail("a GPU case (backend: cuda) in a launch on host ranks");
+  skipped.mutable_failure()->set_detail(
+      "a GPU case (backend: cuda) in a launch on host ranks");
   console.Report(skipped);
   skipped.mutable_case_()->set_src_rank(1);
   console.Report(skipped);  // same group, same reason: no second line
   console.Report(BenchResult(v1::PAIR, 0, 1, 396.1));
   std::string text = out.str();
-  EXPECT_EQ(text.find("# gpu_only: p2p ce write uni pairs | 3 ranks: skipped: a GPU case"), 0u)
+  EXPECT_EQ(
+      text.find(
+          "# gpu_only: p2p ce write uni pairs | 3 ranks: skipped: a GPU case"),
+      0u)
       << text;
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 6) << text;
-  EXPECT_NE(text.find(" 0->1          512 MiB    1355.39    1355.39     396.1    88.0         -"
+  EXPECT_NE(text.find(" 0->1          512 MiB    1355.39    1355.39     396.1  "
+                      "  88.0         -"
                       "        -       0    6    n/a  nvlink\n"),
             std::string::npos)
       << text;
@@ -235,9 +249,11 @@ TEST(CsvReporter, NodeBenchRowsHaveTheHeadersColumns) {
     EXPECT_EQ(fields(row), fields(header)) << row;
   }
   EXPECT_EQ(rows, 2);
-  EXPECT_NE(out.str().find(",p2p,ce,write,uni,pairs,0,1,"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find(",p2p,ce,write,uni,pairs,0,1,"), std::string::npos)
+      << out.str();
   EXPECT_NE(out.str().find(",64x32x16,"), std::string::npos) << out.str();
-  EXPECT_NE(out.str().find("\"cublasLt, with a comma\""), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("\"cublasLt, with a comma\""), std::string::npos)
+      << out.str();
 }
 
 }  // namespace

@@ -19,10 +19,10 @@ double Quantile(std::vector<double> samples, double q) {
 
 double StudentT975(int df) {
   static constexpr double kTable[] = {
-      0,      12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
-      2.306,  2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-      2.120,  2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
-      2.064,  2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
+      0,     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
+      2.306, 2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+      2.120, 2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
+      2.064, 2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
   if (df < 1) return INFINITY;
   if (df <= 30) return kTable[df];
   const double z = 1.959963984540054;
@@ -37,8 +37,8 @@ int MedianCiRank(int n) {
   int j = 0;
   double cdf = 0;
   for (int i = 0; i < n; ++i) {
-    double log_pmf = std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) +
-                     n * std::log(0.5);
+    double log_pmf = std::lgamma(n + 1.0) - std::lgamma(i + 1.0) -
+                     std::lgamma(n - i + 1.0) + n * std::log(0.5);
     cdf += std::exp(log_pmf);
     if (cdf > 0.025) break;
     j = i + 1;
@@ -73,7 +73,8 @@ SampleSummary Summarize(std::span<const double> samples) {
 bool StoppingRule::TargetMet(const SampleSummary& s) const {
   if (timing_.ci_on_median()) {
     if (MedianCiRank(s.n) < 1 || s.median <= 0) return false;
-    return (s.median_ci_high - s.median_ci_low) / 2 / s.median <= timing_.target_ci();
+    return (s.median_ci_high - s.median_ci_low) / 2 / s.median <=
+           timing_.target_ci();
   }
   if (s.n < 2 || s.mean <= 0) return false;
   return s.ci95_half_width / s.mean <= timing_.target_ci();
@@ -86,7 +87,8 @@ std::string StoppingRule::StopReason(std::span<const double> samples,
   SampleSummary s = Summarize(samples);
   if (TargetMet(s)) return "ci_target";
   if (n >= timing_.max_samples()) return "max_samples";
-  if (timing_.max_time_s() > 0 && sampled_s >= timing_.max_time_s()) return "max_time";
+  if (timing_.max_time_s() > 0 && sampled_s >= timing_.max_time_s())
+    return "max_time";
   if (n >= kFutilityMinSamples && timing_.target_ci() > 0) {
     double rel = -1;
     if (timing_.ci_on_median()) {
@@ -97,7 +99,8 @@ std::string StoppingRule::StopReason(std::span<const double> samples,
       rel = s.ci95_half_width / s.mean;
     }
     if (rel > 0) {
-      double needed = n * (rel / timing_.target_ci()) * (rel / timing_.target_ci());
+      double needed =
+          n * (rel / timing_.target_ci()) * (rel / timing_.target_ci());
       double by_count = timing_.max_samples();
       double by_time = timing_.max_time_s() > 0 && sampled_s > 0
                            ? n * timing_.max_time_s() / sampled_s

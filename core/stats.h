@@ -19,8 +19,8 @@ struct SampleSummary {
   double mean = 0;
   double min = 0;
   double max = 0;
-  double p95 = 0;     // linear interpolation between order statistics
-  double stddev = 0;  // sample standard deviation (n - 1)
+  double p95 = 0;              // linear interpolation between order statistics
+  double stddev = 0;           // sample standard deviation (n - 1)
   double ci95_half_width = 0;  // t(0.975, n-1) * stddev / sqrt(n)
   // Distribution-free 95% CI of the median: [x(j), x(n+1-j)] with j the
   // largest rank such that P(Binomial(n, 1/2) < j) <= 2.5%. Both 0 when
@@ -59,7 +59,8 @@ class StoppingRule {
 
   // Why ShouldStop would stop now: "ci_target", "max_samples", "max_time",
   // "futility", or "" when it would not.
-  std::string StopReason(std::span<const double> samples, double sampled_s) const;
+  std::string StopReason(std::span<const double> samples,
+                         double sampled_s) const;
 
   static constexpr int kFutilityMinSamples = 20;
 

@@ -10,7 +10,8 @@ namespace {
 TEST(Summarize, HandComputed) {
   // samples 1..5: mean 3, median 3, sample variance 2.5, stddev 1.5811388,
   // t(0.975, 4) = 2.776, CI half-width = 2.776 * 1.5811388 / sqrt(5)
-  // = 2.776 * 0.7071068 = 1.962928; p95 = 4 + 0.8 * (5 - 4) = 4.8 (position 0.95 * 4 = 3.8).
+  // = 2.776 * 0.7071068 = 1.962928; p95 = 4 + 0.8 * (5 - 4) = 4.8 (position
+  // 0.95 * 4 = 3.8).
   std::vector<double> v = {5, 1, 4, 2, 3};
   SampleSummary s = Summarize(v);
   EXPECT_EQ(s.n, 5);
@@ -45,8 +46,8 @@ TEST(StudentT975, TableAndExpansion) {
 }
 
 TEST(MedianCi, RanksFromTheBinomial) {
-  EXPECT_EQ(MedianCiRank(5), 0);   // P(B=0) = 1/32 > 2.5%: no interval
-  EXPECT_EQ(MedianCiRank(6), 1);   // P(B=0) = 1/64
+  EXPECT_EQ(MedianCiRank(5), 0);  // P(B=0) = 1/32 > 2.5%: no interval
+  EXPECT_EQ(MedianCiRank(6), 1);  // P(B=0) = 1/64
   // n = 20: P(B<=5) = 21700/2^20 = 0.0207, P(B<=6) = 0.0577.
   EXPECT_EQ(MedianCiRank(20), 6);
   std::vector<double> v;
@@ -131,7 +132,7 @@ TEST(StoppingRule, StopsForFutility) {
 
 TEST(StoppingRule, ItersPerSample) {
   StoppingRule rule(TestTiming());
-  EXPECT_EQ(rule.ItersPerSample(1e-4), 10);  // 1 ms / 100 us
+  EXPECT_EQ(rule.ItersPerSample(1e-4), 10);   // 1 ms / 100 us
   EXPECT_EQ(rule.ItersPerSample(1e-7), 100);  // capped
   EXPECT_EQ(rule.ItersPerSample(1.0), 1);
   EXPECT_EQ(rule.ItersPerSample(0), 100);

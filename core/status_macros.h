@@ -12,10 +12,10 @@
 #define RM_CONCAT_(a, b) RM_CONCAT_INNER_(a, b)
 
 // Returns the status from the enclosing function if `expr` is not OK.
-#define RM_RETURN_IF_ERROR(expr)                 \
-  do {                                           \
-    ::absl::Status rm_status_ = (expr);          \
-    if (!rm_status_.ok()) return rm_status_;     \
+#define RM_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::absl::Status rm_status_ = (expr);      \
+    if (!rm_status_.ok()) return rm_status_; \
   } while (0)
 
 // `lhs = value of expr`, or returns its error status.

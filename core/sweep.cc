@@ -27,7 +27,8 @@ namespace {
 
 // (src, dst) rank pairs of one pattern; -1 = every rank / not applicable.
 // With nranks unknown (0), one placeholder stands for all of them.
-std::vector<std::pair<int, int>> PatternRanks(v1::TransferPattern pattern, int nranks) {
+std::vector<std::pair<int, int>> PatternRanks(v1::TransferPattern pattern,
+                                              int nranks) {
   std::vector<std::pair<int, int>> out;
   if (nranks <= 0) {
     out.emplace_back(-1, -1);
@@ -42,10 +43,12 @@ std::vector<std::pair<int, int>> PatternRanks(v1::TransferPattern pattern, int n
       }
       break;
     case v1::ALL_TO_ONE:
-      if (nranks > 1) for (int d = 0; d < nranks; ++d) out.emplace_back(-1, d);
+      if (nranks > 1)
+        for (int d = 0; d < nranks; ++d) out.emplace_back(-1, d);
       break;
     case v1::ONE_TO_ALL:
-      if (nranks > 1) for (int s = 0; s < nranks; ++s) out.emplace_back(s, -1);
+      if (nranks > 1)
+        for (int s = 0; s < nranks; ++s) out.emplace_back(s, -1);
       break;
     case v1::ALL_RANKS:
       out.emplace_back(-1, -1);
@@ -59,15 +62,17 @@ std::vector<std::pair<int, int>> PatternRanks(v1::TransferPattern pattern, int n
 
 // Expands a node benchmark: method, direction, traffic, pattern, memory,
 // latency path, dtype and shape or size, then the ranks of the pattern.
-absl::Status ExpandBench(const v1::Plan& plan, const v1::CaseSpec& spec, int nranks,
-                         int64_t max_cases, std::vector<v1::Case>* cases) {
+absl::Status ExpandBench(const v1::Plan& plan, const v1::CaseSpec& spec,
+                         int nranks, int64_t max_cases,
+                         std::vector<v1::Case>* cases) {
   // A repeated field's values, or {fallback} when it is empty. (Built in
   // one go: GCC 12 warns falsely on push_back after a range copy.)
   auto list = [](const auto& repeated, auto fallback) {
     using T = decltype(fallback);
     if (repeated.empty()) return std::vector<T>{fallback};
     std::vector<T> v(repeated.size());
-    for (int i = 0; i < repeated.size(); ++i) v[i] = static_cast<T>(repeated[i]);
+    for (int i = 0; i < repeated.size(); ++i)
+      v[i] = static_cast<T>(repeated[i]);
     return v;
   };
   auto methods = list(spec.methods(), v1::COPY_METHOD_UNSPECIFIED);
@@ -77,57 +82,62 @@ absl::Status ExpandBench(const v1::Plan& plan, const v1::CaseSpec& spec, int nra
   auto memories = list(spec.host_memory(), v1::HOST_MEMORY_UNSPECIFIED);
   auto paths = list(spec.latency_paths(), v1::LATENCY_PATH_UNSPECIFIED);
   if (spec.bench() == v1::BENCH_LATENCY) patterns = {v1::PAIR};
-  std::vector<v1::GemmShape> shapes(spec.gemm_shapes().begin(), spec.gemm_shapes().end());
+  std::vector<v1::GemmShape> shapes(spec.gemm_shapes().begin(),
+                                    spec.gemm_shapes().end());
   std::vector<int64_t> sizes = SweepSizes(spec.sizes());
   for (auto method : methods)
-  for (auto dir : dirs)
-  for (bool bd : bidir)
-  for (auto pattern : patterns)
-  for (auto memory : memories)
-  for (auto path : paths)
-  for (int dt : spec.dtypes()) {
-    const int n_points = spec.bench() == v1::BENCH_GEMM ? static_cast<int>(shapes.size())
-                                                         : static_cast<int>(sizes.size());
-    for (int point = 0; point < n_points; ++point) {
-      v1::TransferPattern p = pattern;
-      if (spec.bench() == v1::BENCH_LATENCY && path == v1::HOST) p = v1::ONE_RANK;
-      for (auto [src, dst] : PatternRanks(p, nranks)) {
-        if (static_cast<int64_t>(cases->size()) >= max_cases) {
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "%s: the plan expands to more than %d cases", plan.source_path(), max_cases));
-        }
-        v1::Case c;
-        c.set_seq(static_cast<int64_t>(cases->size()));
-        c.set_spec_name(spec.name());
-        c.set_bench(spec.bench());
-        c.set_method(method);
-        c.set_direction(dir);
-        c.set_bidirectional(bd);
-        c.set_pattern(p);
-        c.set_host_memory(memory);
-        c.set_latency_path(path);
-        c.set_src_rank(src);
-        c.set_dst_rank(dst);
-        c.set_dtype(static_cast<v1::DataType>(dt));
-        if (spec.bench() == v1::BENCH_GEMM) {
-          *c.mutable_gemm() = shapes[point];
-        } else {
-          c.set_size_bytes(sizes[point]);
-          c.set_count(sizes[point]);
-        }
-        *c.mutable_timing() = spec.timing();
-        c.set_verify(spec.verify());
-        c.set_backend(spec.backend());
-        cases->push_back(std::move(c));
-      }
-    }
-  }
+    for (auto dir : dirs)
+      for (bool bd : bidir)
+        for (auto pattern : patterns)
+          for (auto memory : memories)
+            for (auto path : paths)
+              for (int dt : spec.dtypes()) {
+                const int n_points = spec.bench() == v1::BENCH_GEMM
+                                         ? static_cast<int>(shapes.size())
+                                         : static_cast<int>(sizes.size());
+                for (int point = 0; point < n_points; ++point) {
+                  v1::TransferPattern p = pattern;
+                  if (spec.bench() == v1::BENCH_LATENCY && path == v1::HOST)
+                    p = v1::ONE_RANK;
+                  for (auto [src, dst] : PatternRanks(p, nranks)) {
+                    if (static_cast<int64_t>(cases->size()) >= max_cases) {
+                      return absl::InvalidArgumentError(absl::StrFormat(
+                          "%s: the plan expands to more than %d cases",
+                          plan.source_path(), max_cases));
+                    }
+                    v1::Case c;
+                    c.set_seq(static_cast<int64_t>(cases->size()));
+                    c.set_spec_name(spec.name());
+                    c.set_bench(spec.bench());
+                    c.set_method(method);
+                    c.set_direction(dir);
+                    c.set_bidirectional(bd);
+                    c.set_pattern(p);
+                    c.set_host_memory(memory);
+                    c.set_latency_path(path);
+                    c.set_src_rank(src);
+                    c.set_dst_rank(dst);
+                    c.set_dtype(static_cast<v1::DataType>(dt));
+                    if (spec.bench() == v1::BENCH_GEMM) {
+                      *c.mutable_gemm() = shapes[point];
+                    } else {
+                      c.set_size_bytes(sizes[point]);
+                      c.set_count(sizes[point]);
+                    }
+                    *c.mutable_timing() = spec.timing();
+                    c.set_verify(spec.verify());
+                    c.set_backend(spec.backend());
+                    cases->push_back(std::move(c));
+                  }
+                }
+              }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan, int64_t max_cases,
+absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan,
+                                                 int64_t max_cases,
                                                  int nranks) {
   std::vector<v1::Case> cases;
   for (const v1::CaseSpec& spec : plan.cases()) {
@@ -135,46 +145,51 @@ absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan, int64_t m
       // Training: ladder rung x overlap x precision.
       const std::vector<int32_t> ladder =
           spec.ladder().empty() ? std::vector<int32_t>{0}
-                                : std::vector<int32_t>(spec.ladder().begin(), spec.ladder().end());
+                                : std::vector<int32_t>(spec.ladder().begin(),
+                                                       spec.ladder().end());
       const std::vector<bool> overlaps =
-          spec.overlap().empty() ? std::vector<bool>{true}
-                                 : std::vector<bool>(spec.overlap().begin(), spec.overlap().end());
+          spec.overlap().empty()
+              ? std::vector<bool>{true}
+              : std::vector<bool>(spec.overlap().begin(), spec.overlap().end());
       const std::vector<bool> modes =
-          spec.inference().empty()
-              ? std::vector<bool>{false}
-              : std::vector<bool>(spec.inference().begin(), spec.inference().end());
+          spec.inference().empty() ? std::vector<bool>{false}
+                                   : std::vector<bool>(spec.inference().begin(),
+                                                       spec.inference().end());
       const std::vector<int64_t> batches =
           spec.train_batches().empty()
               ? std::vector<int64_t>{spec.train().batch()}
-              : std::vector<int64_t>(spec.train_batches().begin(), spec.train_batches().end());
+              : std::vector<int64_t>(spec.train_batches().begin(),
+                                     spec.train_batches().end());
       for (bool inference : modes)
-      for (int32_t n : ladder)
-      for (int64_t batch : batches)
-      for (bool overlap : overlaps)
-      for (int dt : spec.dtypes()) {
-        // Inference has no reduction: one case, whatever `overlap` says.
-        if (inference && overlap != overlaps.front()) continue;
-        if (static_cast<int64_t>(cases.size()) >= max_cases) {
-          return absl::InvalidArgumentError(absl::StrFormat(
-              "%s: the plan expands to more than %d cases", plan.source_path(), max_cases));
-        }
-        v1::Case c;
-        c.set_seq(static_cast<int64_t>(cases.size()));
-        c.set_spec_name(spec.name());
-        c.set_bench(v1::BENCH_TRAIN);
-        c.set_nranks(n);
-        c.set_dtype(static_cast<v1::DataType>(dt));
-        *c.mutable_train() = spec.train();
-        c.mutable_train()->set_overlap(overlap && !inference);
-        c.mutable_train()->set_inference(inference);
-        c.mutable_train()->set_batch(batch);
-        *c.mutable_timing() = spec.timing();
-        c.set_verify(spec.verify());
-        c.set_backend(spec.backend());
-        c.set_src_rank(-1);
-        c.set_dst_rank(-1);
-        cases.push_back(std::move(c));
-      }
+        for (int32_t n : ladder)
+          for (int64_t batch : batches)
+            for (bool overlap : overlaps)
+              for (int dt : spec.dtypes()) {
+                // Inference has no reduction: one case, whatever `overlap`
+                // says.
+                if (inference && overlap != overlaps.front()) continue;
+                if (static_cast<int64_t>(cases.size()) >= max_cases) {
+                  return absl::InvalidArgumentError(absl::StrFormat(
+                      "%s: the plan expands to more than %d cases",
+                      plan.source_path(), max_cases));
+                }
+                v1::Case c;
+                c.set_seq(static_cast<int64_t>(cases.size()));
+                c.set_spec_name(spec.name());
+                c.set_bench(v1::BENCH_TRAIN);
+                c.set_nranks(n);
+                c.set_dtype(static_cast<v1::DataType>(dt));
+                *c.mutable_train() = spec.train();
+                c.mutable_train()->set_overlap(overlap && !inference);
+                c.mutable_train()->set_inference(inference);
+                c.mutable_train()->set_batch(batch);
+                *c.mutable_timing() = spec.timing();
+                c.set_verify(spec.verify());
+                c.set_backend(spec.backend());
+                c.set_src_rank(-1);
+                c.set_dst_rank(-1);
+                cases.push_back(std::move(c));
+              }
       continue;
     }
     if (spec.bench() != v1::BENCH_COLLECTIVE) {
@@ -186,7 +201,8 @@ absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan, int64_t m
     std::vector<v1::ReduceOp> ops;
     for (int op : spec.ops()) ops.push_back(static_cast<v1::ReduceOp>(op));
     if (ops.empty()) ops.push_back(v1::REDUCE_OP_UNSPECIFIED);
-    std::vector<bool> placements(spec.in_place().begin(), spec.in_place().end());
+    std::vector<bool> placements(spec.in_place().begin(),
+                                 spec.in_place().end());
     if (placements.empty()) placements.push_back(false);
     std::vector<v1::TimingMode> modes;
     for (int m : spec.modes()) modes.push_back(static_cast<v1::TimingMode>(m));
@@ -195,40 +211,40 @@ absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan, int64_t m
     for (int32_t n : spec.ladder()) ladder.push_back(n);
     if (ladder.empty()) ladder.push_back(0);
     for (int32_t nranks : ladder)
-    for (v1::TimingMode mode : modes)
-    for (int dt : spec.dtypes()) {
-      auto dtype = static_cast<v1::DataType>(dt);
-      int64_t elem = DataTypeSize(dtype);
-      for (v1::ReduceOp op : ops) {
-        for (int64_t size : sizes) {
-          int64_t count = elem > 0 ? size / elem : 0;
-          if (count == 0) continue;
-          for (bool in_place : placements) {
-            if (static_cast<int64_t>(cases.size()) >= max_cases) {
-              return absl::InvalidArgumentError(absl::StrFormat(
-                  "%s: the plan expands to more than %d cases",
-                  plan.source_path(), max_cases));
+      for (v1::TimingMode mode : modes)
+        for (int dt : spec.dtypes()) {
+          auto dtype = static_cast<v1::DataType>(dt);
+          int64_t elem = DataTypeSize(dtype);
+          for (v1::ReduceOp op : ops) {
+            for (int64_t size : sizes) {
+              int64_t count = elem > 0 ? size / elem : 0;
+              if (count == 0) continue;
+              for (bool in_place : placements) {
+                if (static_cast<int64_t>(cases.size()) >= max_cases) {
+                  return absl::InvalidArgumentError(absl::StrFormat(
+                      "%s: the plan expands to more than %d cases",
+                      plan.source_path(), max_cases));
+                }
+                v1::Case c;
+                c.set_seq(static_cast<int64_t>(cases.size()));
+                c.set_spec_name(spec.name());
+                c.set_collective(spec.collective());
+                c.set_dtype(dtype);
+                c.set_op(op);
+                c.set_count(count);
+                c.set_size_bytes(count * elem);
+                c.set_in_place(in_place);
+                c.set_root(spec.root());
+                *c.mutable_timing() = spec.timing();
+                c.mutable_timing()->set_mode(mode);
+                c.set_nranks(nranks);
+                c.set_verify(spec.verify());
+                c.set_backend(spec.backend());
+                cases.push_back(std::move(c));
+              }
             }
-            v1::Case c;
-            c.set_seq(static_cast<int64_t>(cases.size()));
-            c.set_spec_name(spec.name());
-            c.set_collective(spec.collective());
-            c.set_dtype(dtype);
-            c.set_op(op);
-            c.set_count(count);
-            c.set_size_bytes(count * elem);
-            c.set_in_place(in_place);
-            c.set_root(spec.root());
-            *c.mutable_timing() = spec.timing();
-            c.mutable_timing()->set_mode(mode);
-            c.set_nranks(nranks);
-            c.set_verify(spec.verify());
-            c.set_backend(spec.backend());
-            cases.push_back(std::move(c));
           }
         }
-      }
-    }
   }
   return cases;
 }

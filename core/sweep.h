@@ -15,9 +15,9 @@ namespace ringmaster {
 std::vector<int64_t> SweepSizes(const v1::SizeSweep& sweep);
 
 // Expands every CaseSpec: for each ladder rung, timing mode, dtype, op, size
-// and placement, in that nesting order (placement innermost, so out-of-place and in-place of one
-// size sit together as in nccl-tests). Sizes are rounded down to a whole
-// number of elements. Cases are numbered by `seq` from 0.
+// and placement, in that nesting order (placement innermost, so out-of-place
+// and in-place of one size sit together as in nccl-tests). Sizes are rounded
+// down to a whole number of elements. Cases are numbered by `seq` from 0.
 // InvalidArgument when the expansion exceeds `max_cases`.
 //
 // Node benchmarks (bench != collective) expand per method, direction,

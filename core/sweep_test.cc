@@ -102,7 +102,8 @@ cases:
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto cases = ExpandPlan(*plan, 100000, 3);
   ASSERT_TRUE(cases.ok()) << cases.status();
-  int pairs = 0, all_to_one = 0, one = 0, all = 0, gemm = 0, lat_peer = 0, lat_host = 0;
+  int pairs = 0, all_to_one = 0, one = 0, all = 0, gemm = 0, lat_peer = 0,
+      lat_host = 0;
   std::set<std::pair<int, int>> seen;
   for (size_t i = 0; i < cases->size(); ++i) {
     const v1::Case& c = (*cases)[i];
@@ -110,7 +111,8 @@ cases:
     if (c.spec_name() == "p" && c.pattern() == v1::PAIR) {
       ++pairs;
       EXPECT_NE(c.src_rank(), c.dst_rank());
-      if (c.method() == v1::COPY_ENGINE && !c.bidirectional()) seen.insert({c.src_rank(), c.dst_rank()});
+      if (c.method() == v1::COPY_ENGINE && !c.bidirectional())
+        seen.insert({c.src_rank(), c.dst_rank()});
     }
     if (c.spec_name() == "p" && c.pattern() == v1::ALL_TO_ONE) {
       ++all_to_one;
@@ -121,19 +123,21 @@ cases:
       ++gemm;
       EXPECT_EQ(c.dtype(), v1::BFLOAT16);
     }
-    if (c.spec_name() == "l") (c.latency_path() == v1::PEER ? lat_peer : lat_host)++;
+    if (c.spec_name() == "l")
+      (c.latency_path() == v1::PEER ? lat_peer : lat_host)++;
   }
-  EXPECT_EQ(pairs, 2 * 2 * 6);       // methods x traffic x ordered pairs of 3
+  EXPECT_EQ(pairs, 2 * 2 * 6);  // methods x traffic x ordered pairs of 3
   EXPECT_EQ(seen.size(), 6u);
   EXPECT_EQ(all_to_one, 2 * 2 * 3);  // one per destination
   EXPECT_EQ(one, 3);
   EXPECT_EQ(all, 1);
-  EXPECT_EQ(gemm, 2 * 3);            // shapes x ranks
+  EXPECT_EQ(gemm, 2 * 3);  // shapes x ranks
   EXPECT_EQ(lat_peer, 6);
   EXPECT_EQ(lat_host, 3);
-  const v1::Case& shape = *std::find_if(cases->begin(), cases->end(), [](const v1::Case& c) {
-    return c.spec_name() == "g" && c.gemm().m() == 8;
-  });
+  const v1::Case& shape =
+      *std::find_if(cases->begin(), cases->end(), [](const v1::Case& c) {
+        return c.spec_name() == "g" && c.gemm().m() == 8;
+      });
   EXPECT_EQ(shape.gemm().n(), 16);
   EXPECT_EQ(shape.gemm().k(), 32);
   // Launch size unknown: one placeholder per pattern point.

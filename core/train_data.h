@@ -38,10 +38,12 @@ RM_TRAIN_HD inline float TrainInput(int64_t s, int64_t f) {
 
 // Weight (row r = output, column c = input) of `layer`: uniform in
 // [-sqrt(3/H), sqrt(3/H)), unit variance through a layer.
-RM_TRAIN_HD inline float TrainWeight(int layer, int64_t r, int64_t c, int64_t hidden) {
+RM_TRAIN_HD inline float TrainWeight(int layer, int64_t r, int64_t c,
+                                     int64_t hidden) {
   const float scale = sqrtf(3.0f / static_cast<float>(hidden));
-  uint64_t key = (static_cast<uint64_t>(layer) << 48) ^ (static_cast<uint64_t>(r) << 24) ^
-                 static_cast<uint64_t>(c) ^ 0xA11CE00000000000ULL;
+  uint64_t key = (static_cast<uint64_t>(layer) << 48) ^
+                 (static_cast<uint64_t>(r) << 24) ^ static_cast<uint64_t>(c) ^
+                 0xA11CE00000000000ULL;
   return scale * TrainUnit(key);
 }
 

@@ -18,7 +18,8 @@ double ForwardFlops(const MlpShape& s) {
   return 2.0 * static_cast<double>(s.batch) * s.hidden * s.hidden * s.layers;
 }
 
-std::vector<std::vector<int>> GradientBuckets(int layers, int64_t bytes_per_layer,
+std::vector<std::vector<int>> GradientBuckets(int layers,
+                                              int64_t bytes_per_layer,
                                               int64_t cap_bytes) {
   std::vector<std::vector<int>> buckets;
   int64_t filled = 0;
@@ -34,10 +35,13 @@ std::vector<std::vector<int>> GradientBuckets(int layers, int64_t bytes_per_laye
 }
 
 double WeakEfficiency(double t1, double tn) { return tn > 0 ? t1 / tn : 0; }
-double StrongEfficiency(double t1, double tn, int n) { return tn > 0 && n > 0 ? t1 / (n * tn) : 0; }
+double StrongEfficiency(double t1, double tn, int n) {
+  return tn > 0 && n > 0 ? t1 / (n * tn) : 0;
+}
 
-std::vector<double> ReferenceLosses(const MlpShape& shape, const std::string& optimizer,
-                                    double lr, int steps) {
+std::vector<double> ReferenceLosses(const MlpShape& shape,
+                                    const std::string& optimizer, double lr,
+                                    int steps) {
   const int L = shape.layers;
   const int64_t H = shape.hidden, B = shape.batch;
   // Row-major: activations [B, H]; weights W[l] [H_out, H_in], y = x W^T.
@@ -48,7 +52,8 @@ std::vector<double> ReferenceLosses(const MlpShape& shape, const std::string& op
     }
   }
   std::vector<std::vector<double>> m(L, std::vector<double>(H * H, 0)), v = m;
-  std::vector<std::vector<double>> a(L + 1, std::vector<double>(B * H)), z(L, std::vector<double>(B * H));
+  std::vector<std::vector<double>> a(L + 1, std::vector<double>(B * H)),
+      z(L, std::vector<double>(B * H));
   for (int64_t s = 0; s < B; ++s) {
     for (int64_t f = 0; f < H; ++f) a[0][s * H + f] = TrainInput(s, f);
   }
@@ -59,7 +64,8 @@ std::vector<double> ReferenceLosses(const MlpShape& shape, const std::string& op
       for (int64_t s = 0; s < B; ++s) {
         for (int64_t o = 0; o < H; ++o) {
           double acc = 0;
-          for (int64_t i = 0; i < H; ++i) acc += a[l][s * H + i] * w[l][o * H + i];
+          for (int64_t i = 0; i < H; ++i)
+            acc += a[l][s * H + i] * w[l][o * H + i];
           z[l][s * H + o] = acc;
           a[l + 1][s * H + o] = Gelu(acc);
         }
@@ -72,26 +78,30 @@ std::vector<double> ReferenceLosses(const MlpShape& shape, const std::string& op
     for (int64_t i = 0; i < B * H; ++i) da[i] = 2.0 * a[L][i] / count;
     for (int l = L - 1; l >= 0; --l) {
       for (int64_t i = 0; i < B * H; ++i) dz[i] = da[i] * GeluGrad(z[l][i]);
-      // dW[o][i] = sum_s dz[s][o] a[s][i]; da_prev[s][i] = sum_o dz[s][o] W[o][i].
+      // dW[o][i] = sum_s dz[s][o] a[s][i]; da_prev[s][i] = sum_o dz[s][o]
+      // W[o][i].
       std::fill(grad.begin(), grad.end(), 0.0);
       for (int64_t s = 0; s < B; ++s) {
         for (int64_t o = 0; o < H; ++o) {
           const double g = dz[s * H + o];
-          for (int64_t i = 0; i < H; ++i) grad[o * H + i] += g * a[l][s * H + i];
+          for (int64_t i = 0; i < H; ++i)
+            grad[o * H + i] += g * a[l][s * H + i];
         }
       }
       if (l > 0) {
         for (int64_t s = 0; s < B; ++s) {
           for (int64_t i = 0; i < H; ++i) {
             double acc = 0;
-            for (int64_t o = 0; o < H; ++o) acc += dz[s * H + o] * w[l][o * H + i];
+            for (int64_t o = 0; o < H; ++o)
+              acc += dz[s * H + o] * w[l][o * H + i];
             da[s * H + i] = acc;
           }
         }
       }
       if (optimizer == "adam") {
         const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
-        const double c1 = 1 - std::pow(b1, step + 1), c2 = 1 - std::pow(b2, step + 1);
+        const double c1 = 1 - std::pow(b1, step + 1),
+                     c2 = 1 - std::pow(b2, step + 1);
         for (int64_t k = 0; k < H * H; ++k) {
           m[l][k] = b1 * m[l][k] + (1 - b1) * grad[k];
           v[l][k] = b2 * v[l][k] + (1 - b2) * grad[k] * grad[k];

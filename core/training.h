@@ -36,7 +36,8 @@ double ForwardFlops(const MlpShape& s);
 // Gradient buckets in the order backward produces them (last layer
 // first): consecutive layers while the bucket stays within `cap_bytes`; a
 // layer larger than the cap is a bucket of its own (as DDP does).
-std::vector<std::vector<int>> GradientBuckets(int layers, int64_t bytes_per_layer,
+std::vector<std::vector<int>> GradientBuckets(int layers,
+                                              int64_t bytes_per_layer,
                                               int64_t cap_bytes);
 
 // Weak scaling: T(1) / T(n); strong scaling: T(1) / (n * T(n)).
@@ -47,8 +48,9 @@ double StrongEfficiency(double t1, double tn, int n);
 // the first forward, before any update), computed in float64 on the whole
 // global batch of `shape.batch` samples (samples 0 .. batch-1). `optimizer`
 // is "sgd" or "adam" (beta1 0.9, beta2 0.999, eps 1e-8).
-std::vector<double> ReferenceLosses(const MlpShape& shape, const std::string& optimizer,
-                                    double lr, int steps);
+std::vector<double> ReferenceLosses(const MlpShape& shape,
+                                    const std::string& optimizer, double lr,
+                                    int steps);
 
 }  // namespace ringmaster
 

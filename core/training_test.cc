@@ -9,7 +9,7 @@ namespace {
 
 TEST(Training, GeluAndItsDerivative) {
   EXPECT_DOUBLE_EQ(Gelu(0), 0);
-  EXPECT_NEAR(Gelu(1.0), 0.8413447460685429, 1e-12);    // x * Phi(x)
+  EXPECT_NEAR(Gelu(1.0), 0.8413447460685429, 1e-12);  // x * Phi(x)
   EXPECT_NEAR(Gelu(-1.0), -0.15865525393145707, 1e-12);
   for (double x : {-3.0, -0.5, 0.0, 0.7, 2.5}) {
     const double h = 1e-6;
@@ -56,7 +56,8 @@ TEST(Training, DeterministicDataAndWeightScale) {
 TEST(Training, ReferenceLossDecreasesUnderSgdAndAdam) {
   MlpShape s{2, 16, 8};
   for (const char* opt : {"sgd", "adam"}) {
-    auto losses = ReferenceLosses(s, opt, std::string(opt) == "adam" ? 1e-2 : 0.5, 6);
+    auto losses =
+        ReferenceLosses(s, opt, std::string(opt) == "adam" ? 1e-2 : 0.5, 6);
     ASSERT_EQ(losses.size(), 6u);
     EXPECT_GT(losses[0], 0);
     EXPECT_LT(losses[5], losses[0]) << opt;

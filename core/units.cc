@@ -15,17 +15,16 @@ namespace {
 // Debian's Abseil has its own string_view type, distinct from std's.
 void SplitNumber(std::string_view std_text, absl::string_view* number,
                  absl::string_view* suffix) {
-  absl::string_view text =
-      absl::StripAsciiWhitespace(absl::string_view(std_text.data(), std_text.size()));
+  absl::string_view text = absl::StripAsciiWhitespace(
+      absl::string_view(std_text.data(), std_text.size()));
   size_t i = 0;
   while (i < text.size() &&
          (absl::ascii_isdigit(text[i]) || text[i] == '.' || text[i] == '-' ||
           text[i] == '+' || text[i] == 'e' || text[i] == 'E')) {
     // 'e' is an exponent only when followed by a digit or sign.
     if ((text[i] == 'e' || text[i] == 'E') &&
-        (i + 1 >= text.size() ||
-         !(absl::ascii_isdigit(text[i + 1]) || text[i + 1] == '-' ||
-           text[i + 1] == '+'))) {
+        (i + 1 >= text.size() || !(absl::ascii_isdigit(text[i + 1]) ||
+                                   text[i + 1] == '-' || text[i + 1] == '+'))) {
       break;
     }
     ++i;
@@ -42,8 +41,7 @@ absl::StatusOr<int64_t> ParseSizeBytes(std::string_view text) {
   double value = 0;
   if (number.empty() || !absl::SimpleAtod(number, &value) ||
       !std::isfinite(value)) {
-    return absl::InvalidArgumentError(
-        "expected a size like 8B, 64KiB or 1GiB");
+    return absl::InvalidArgumentError("expected a size like 8B, 64KiB or 1GiB");
   }
   if (value < 0) return absl::InvalidArgumentError("size must not be negative");
   double multiplier = 0;
@@ -102,8 +100,8 @@ absl::StatusOr<double> ParseDurationSeconds(std::string_view text) {
 }
 
 std::string FormatBytes(int64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB",
-                                           "PiB"};
+  static constexpr const char* kUnits[] = {"B",   "KiB", "MiB",
+                                           "GiB", "TiB", "PiB"};
   double value = static_cast<double>(bytes);
   int unit = 0;
   while (value >= 1024.0 && unit < 5) {

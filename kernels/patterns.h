@@ -18,8 +18,13 @@
 namespace ringmaster {
 
 // Reduction codes shared with kernels; values equal v1::ReduceOp's.
-enum PatternOp : int { kPatternSum = 1, kPatternProd = 2, kPatternMin = 3,
-                       kPatternMax = 4, kPatternAvg = 5 };
+enum PatternOp : int {
+  kPatternSum = 1,
+  kPatternProd = 2,
+  kPatternMin = 3,
+  kPatternMax = 4,
+  kPatternAvg = 5
+};
 
 // Largest value per element such that `nranks` of them sum exactly in a
 // type whose integers are exact up to `exact_limit` (bfloat16: 256,
@@ -47,10 +52,18 @@ RM_HD inline int PatternReduced(int op, int nranks, int range, int64_t i) {
   for (int r = 1; r < nranks; ++r) {
     int v = PatternInput(op, r, nranks, range, i);
     switch (op) {
-      case kPatternProd: acc *= v; break;
-      case kPatternMin: acc = v < acc ? v : acc; break;
-      case kPatternMax: acc = v > acc ? v : acc; break;
-      default: acc += v; break;
+      case kPatternProd:
+        acc *= v;
+        break;
+      case kPatternMin:
+        acc = v < acc ? v : acc;
+        break;
+      case kPatternMax:
+        acc = v > acc ? v : acc;
+        break;
+      default:
+        acc += v;
+        break;
     }
   }
   return acc;
@@ -60,20 +73,27 @@ RM_HD inline int PatternReduced(int op, int nranks, int range, int64_t i) {
 // sizing): bfloat16 256, float16 2048, int8 127, uint8 255; wider types 2^24.
 RM_HD inline int64_t PatternExactLimit(int dtype) {
   switch (dtype) {
-    case 2: return 256;   // BFLOAT16
-    case 3: return 2048;  // FLOAT16
-    case 7: return 127;   // INT8
-    case 8: return 255;   // UINT8
-    default: return int64_t{1} << 24;
+    case 2:
+      return 256;  // BFLOAT16
+    case 3:
+      return 2048;  // FLOAT16
+    case 7:
+      return 127;  // INT8
+    case 8:
+      return 255;  // UINT8
+    default:
+      return int64_t{1} << 24;
   }
 }
 
 // How the expected value of output element i is derived.
 enum PatternCheckMode : int {
-  kExpectReduced = 0,   // PatternReduced(op, i + offset) (÷ nranks for avg)
-  kExpectInputOf = 1,   // PatternInput(op, src, i + offset)
-  kExpectGathered = 2,  // src = (i + offset) / chunk; PatternInput(op, src, i + offset)
-  kExpectAllToAll = 3,  // src = i / chunk; PatternInput(op, src, rank * chunk + i % chunk)
+  kExpectReduced = 0,  // PatternReduced(op, i + offset) (÷ nranks for avg)
+  kExpectInputOf = 1,  // PatternInput(op, src, i + offset)
+  kExpectGathered =
+      2,  // src = (i + offset) / chunk; PatternInput(op, src, i + offset)
+  kExpectAllToAll =
+      3,  // src = i / chunk; PatternInput(op, src, rank * chunk + i % chunk)
 };
 
 // What a rank's output must hold. Plain data, copied to kernels by value.
@@ -82,10 +102,10 @@ struct PatternCheck {
   int op = kPatternSum;
   int nranks = 1;
   int range = 1;
-  int src = 0;          // kExpectInputOf
-  int rank = 0;         // kExpectAllToAll: this rank
-  int64_t offset = 0;   // global index of output element 0
-  int64_t chunk = 1;    // elements per rank (gathered, all-to-all)
+  int src = 0;            // kExpectInputOf
+  int rank = 0;           // kExpectAllToAll: this rank
+  int64_t offset = 0;     // global index of output element 0
+  int64_t chunk = 1;      // elements per rank (gathered, all-to-all)
   bool integral = false;  // integer type: avg truncates
 };
 
@@ -96,15 +116,17 @@ RM_HD inline double PatternExpected(const PatternCheck& c, int64_t i) {
       return PatternInput(c.op, c.src, c.nranks, c.range, i + c.offset);
     case kExpectGathered: {
       int64_t g = i + c.offset;
-      return PatternInput(c.op, static_cast<int>(g / c.chunk), c.nranks, c.range, g);
+      return PatternInput(c.op, static_cast<int>(g / c.chunk), c.nranks,
+                          c.range, g);
     }
     case kExpectAllToAll:
-      return PatternInput(c.op, static_cast<int>(i / c.chunk), c.nranks, c.range,
-                          c.rank * c.chunk + i % c.chunk);
+      return PatternInput(c.op, static_cast<int>(i / c.chunk), c.nranks,
+                          c.range, c.rank * c.chunk + i % c.chunk);
     default: {
       double v = PatternReduced(c.op, c.nranks, c.range, i + c.offset);
       if (c.op == kPatternAvg) {
-        v = c.integral ? static_cast<double>(static_cast<int64_t>(v) / c.nranks) : v / c.nranks;
+        v = c.integral ? static_cast<double>(static_cast<int64_t>(v) / c.nranks)
+                       : v / c.nranks;
       }
       return v;
     }
@@ -114,8 +136,8 @@ RM_HD inline double PatternExpected(const PatternCheck& c, int64_t i) {
 // True when `got` equals `expected`: exactly, except avg on floating types,
 // whose division rounds (relative 1e-2 for bfloat16, 1e-3 for float16,
 // 1e-6 otherwise). NaN never matches.
-RM_HD inline bool PatternMatches(double got, double expected, const PatternCheck& c,
-                                 int dtype) {
+RM_HD inline bool PatternMatches(double got, double expected,
+                                 const PatternCheck& c, int dtype) {
   double tol = 0;
   if (c.mode == kExpectReduced && c.op == kPatternAvg && !c.integral) {
     tol = dtype == 2 ? 1e-2 : dtype == 3 ? 1e-3 : 1e-6;
@@ -128,7 +150,8 @@ RM_HD inline bool PatternMatches(double got, double expected, const PatternCheck
 // Byte i of a copy benchmark's source buffer for `seed`: a hash of the
 // offset, so a copy to the wrong place or of stale data shows as mismatches.
 RM_HD inline uint8_t CopyPatternByte(uint32_t seed, int64_t i) {
-  uint32_t x = static_cast<uint32_t>(i) * 0x9E3779B1u ^ static_cast<uint32_t>(i >> 32) ^ seed;
+  uint32_t x = static_cast<uint32_t>(i) * 0x9E3779B1u ^
+               static_cast<uint32_t>(i >> 32) ^ seed;
   x ^= x >> 15;
   x *= 0x85EBCA6Bu;
   x ^= x >> 13;
@@ -141,8 +164,8 @@ RM_HD inline uint8_t CopyPatternByte(uint32_t seed, int64_t i) {
 // power-capped GPU: uniform [-1, 1) bf16 inputs ran ~11% slower than
 // normal ones on an H200 (bench/results/h200x2/p2p.md).
 RM_HD inline float GemmInputValue(uint32_t seed, int64_t i) {
-  uint32_t x = static_cast<uint32_t>(i) * 0x9E3779B1u ^ static_cast<uint32_t>(i >> 32) ^
-               (seed * 0x27D4EB2Fu);
+  uint32_t x = static_cast<uint32_t>(i) * 0x9E3779B1u ^
+               static_cast<uint32_t>(i >> 32) ^ (seed * 0x27D4EB2Fu);
   x ^= x >> 16;
   x *= 0x7FEB352Du;
   x ^= x >> 15;

@@ -9,11 +9,11 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <set>
 #include <tuple>
 
-#include <mutex>
 #include "coordinator/launcher.h"
 #include "coordinator/store.h"
 
@@ -31,8 +31,9 @@ struct Outcome {
 };
 
 // Runs the ringmaster binary with `args` and extra environment.
-Outcome RunRingmaster(const std::vector<std::string>& args,
-            const std::vector<std::pair<std::string, std::string>>& env = {}) {
+Outcome RunRingmaster(
+    const std::vector<std::string>& args,
+    const std::vector<std::pair<std::string, std::string>>& env = {}) {
   std::vector<std::string> argv = {"env"};
   for (const auto& [k, v] : env) argv.push_back(k + "=" + v);
   argv.push_back(std::string(RINGMASTER_BIN_DIR) + "/ringmaster");
@@ -40,10 +41,11 @@ Outcome RunRingmaster(const std::vector<std::string>& args,
   Outcome o;
   std::mutex mu;
   auto start = std::chrono::steady_clock::now();
-  auto child = ChildProcess::Spawn(argv, [&](std::string_view line, bool is_err) {
-    std::lock_guard<std::mutex> lock(mu);
-    (is_err ? o.err : o.out).append(line.data(), line.size()).append("\n");
-  });
+  auto child =
+      ChildProcess::Spawn(argv, [&](std::string_view line, bool is_err) {
+        std::lock_guard<std::mutex> lock(mu);
+        (is_err ? o.err : o.out).append(line.data(), line.size()).append("\n");
+      });
   if (!child.ok()) {
     o.err = std::string(child.status().message());
     return o;
@@ -51,8 +53,11 @@ Outcome RunRingmaster(const std::vector<std::string>& args,
   std::optional<int> status;
   while (!(status = (*child)->Poll())) usleep(10000);
   (*child)->JoinReaders();
-  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  o.exit_code = WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
+  o.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  o.exit_code =
+      WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
   return o;
 }
 
@@ -69,8 +74,11 @@ int ProcessesMentioning(const std::string& needle) {
     std::string name = e.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream f(e.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (cmd.find(needle) != std::string::npos && std::to_string(getpid()) != name) ++n;
+    std::string cmd((std::istreambuf_iterator<char>(f)),
+                    std::istreambuf_iterator<char>());
+    if (cmd.find(needle) != std::string::npos &&
+        std::to_string(getpid()) != name)
+      ++n;
   }
   return n;
 }
@@ -101,7 +109,8 @@ cases:
 
 TEST_F(RunTest, FourHostRanksStoreVerifiedResults) {
   std::string out = (dir_ / "results").string();
-  Outcome o = RunRingmaster({"run", plan_, "--np", "4", "--backend", "host", "--out", out, "--quiet"});
+  Outcome o = RunRingmaster({"run", plan_, "--np", "4", "--backend", "host",
+                             "--out", out, "--quiet"});
   ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
   EXPECT_THAT(o.out, HasSubstr("# status: SUCCEEDED"));
   std::string job = JobId(o);
@@ -119,7 +128,8 @@ TEST_F(RunTest, FourHostRanksStoreVerifiedResults) {
     EXPECT_EQ(r.wrong_elements(), 0);
     EXPECT_GE(r.stats().samples(), 3);
     EXPECT_GT(r.algbw_gbps(), 0);
-    EXPECT_NEAR(r.busbw_gbps(), r.algbw_gbps() * 2.0 * 3 / 4, 1e-9 * r.busbw_gbps());
+    EXPECT_NEAR(r.busbw_gbps(), r.algbw_gbps() * 2.0 * 3 / 4,
+                1e-9 * r.busbw_gbps());
     EXPECT_EQ(r.provenance().hosts_size(), 4);
     EXPECT_EQ(r.provenance().backend(), "host (MPI)");
     EXPECT_FALSE(r.provenance().git_sha().empty());
@@ -144,14 +154,17 @@ TEST_F(RunTest, FourHostRanksStoreVerifiedResults) {
 // 4-rank launch), each output element checked.
 TEST_F(RunTest, EveryCollectiveDtypeAndOpVerifiedOnOneToFourRanks) {
   std::string out = (dir_ / "results").string();
-  Outcome o = RunRingmaster({"run", std::string(RINGMASTER_SOURCE_DIR) + "/tests/plans/verify-all.yaml",
-                             "--np", "4", "--backend", "host", "--out", out, "--quiet"});
+  Outcome o = RunRingmaster(
+      {"run",
+       std::string(RINGMASTER_SOURCE_DIR) + "/tests/plans/verify-all.yaml",
+       "--np", "4", "--backend", "host", "--out", out, "--quiet"});
   ASSERT_EQ(o.exit_code, 0) << o.err << o.out.substr(0, 4000);
   auto store = Store::Open(out + "/ringmaster.db");
   ASSERT_TRUE(store.ok());
   auto results = (*store)->Results(JobId(o), -1, 0);
   ASSERT_TRUE(results.ok());
-  std::set<std::tuple<int, int, int, bool, int>> seen;  // collective, dtype, op, in_place, n
+  std::set<std::tuple<int, int, int, bool, int>>
+      seen;  // collective, dtype, op, in_place, n
   for (const v1::Result& r : *results) {
     const v1::Case& c = r.case_();
     SCOPED_TRACE(r.idempotency_key());
@@ -160,15 +173,19 @@ TEST_F(RunTest, EveryCollectiveDtypeAndOpVerifiedOnOneToFourRanks) {
     seen.insert({c.collective(), c.dtype(), c.op(), c.in_place(), r.nranks()});
   }
   // 3 reductions x 8 dtypes x 5 ops x 2 placements + 2 rooted/gathering
-  // collectives x 8 x 2 + 2 out-of-place-only collectives x 8, on 4 rank counts.
-  EXPECT_EQ(seen.size(), static_cast<size_t>((3 * 8 * 5 * 2 + 2 * 8 * 2 + 2 * 8) * 4));
+  // collectives x 8 x 2 + 2 out-of-place-only collectives x 8, on 4 rank
+  // counts.
+  EXPECT_EQ(seen.size(),
+            static_cast<size_t>((3 * 8 * 5 * 2 + 2 * 8 * 2 + 2 * 8) * 4));
 }
 
 TEST_F(RunTest, CorruptedElementIsReportedAsDataMismatchWithItsCount) {
   std::string out = (dir_ / "results").string();
-  Outcome o = RunRingmaster({"run", std::string(RINGMASTER_SOURCE_DIR) + "/tests/plans/verify-all.yaml",
-                             "--np", "4", "--backend", "host", "--out", out, "--quiet"},
-                            {{"RINGMASTER_FAULT", "corrupt:rank=1"}});
+  Outcome o = RunRingmaster(
+      {"run",
+       std::string(RINGMASTER_SOURCE_DIR) + "/tests/plans/verify-all.yaml",
+       "--np", "4", "--backend", "host", "--out", out, "--quiet"},
+      {{"RINGMASTER_FAULT", "corrupt:rank=1"}});
   EXPECT_EQ(o.exit_code, 1);
   auto store = Store::Open(out + "/ringmaster.db");
   ASSERT_TRUE(store.ok());
@@ -180,7 +197,8 @@ TEST_F(RunTest, CorruptedElementIsReportedAsDataMismatchWithItsCount) {
     SCOPED_TRACE(r.idempotency_key());
     // Rank 1 checks an output unless it is not in the communicator or is a
     // reduce's non-root.
-    bool rank1_checks = r.nranks() >= 2 && !(c.collective() == v1::REDUCE && c.root() != 1);
+    bool rank1_checks =
+        r.nranks() >= 2 && !(c.collective() == v1::REDUCE && c.root() != 1);
     if (rank1_checks) {
       ASSERT_EQ(r.status(), v1::FAILED);
       EXPECT_EQ(r.failure().reason(), v1::DATA_MISMATCH);
@@ -197,13 +215,14 @@ TEST_F(RunTest, CorruptedElementIsReportedAsDataMismatchWithItsCount) {
 }
 
 TEST_F(RunTest, CollectivesPlanPassesOnTwoHostRanks) {
-  Outcome o = RunRingmaster({"run", std::string(RINGMASTER_SOURCE_DIR) + "/plans/collectives.yaml",
-                             "--np", "2", "--backend", "host", "--out", (dir_ / "r").string(),
-                             "--quiet"});
+  Outcome o = RunRingmaster(
+      {"run", std::string(RINGMASTER_SOURCE_DIR) + "/plans/collectives.yaml",
+       "--np", "2", "--backend", "host", "--out", (dir_ / "r").string(),
+       "--quiet"});
   EXPECT_EQ(o.exit_code, 0) << o.err;
   EXPECT_THAT(o.out, HasSubstr("# status: SUCCEEDED"));
-  for (const char* c : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
-                        "all_to_all", "send_recv"}) {
+  for (const char* c : {"all_reduce", "all_gather", "reduce_scatter",
+                        "broadcast", "reduce", "all_to_all", "send_recv"}) {
     EXPECT_THAT(o.out, HasSubstr(std::string(": ") + c + " float32")) << c;
   }
 }
@@ -218,7 +237,8 @@ cases:
      timing: {min_samples: 3, max_samples: 3}}
 )";
   std::string out = (dir_ / "results").string();
-  Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host", "--out", out, "--quiet"});
+  Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host",
+                             "--out", out, "--quiet"});
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_THAT(o.out, HasSubstr("# interconnect variants"));
   EXPECT_THAT(o.out, HasSubstr("plain /100"));
@@ -234,7 +254,8 @@ struct BadPlan {
 
 void PrintTo(const BadPlan& p, std::ostream* os) { *os << p.name; }
 
-class BadPlanRunTest : public RunTest, public ::testing::WithParamInterface<BadPlan> {};
+class BadPlanRunTest : public RunTest,
+                       public ::testing::WithParamInterface<BadPlan> {};
 
 TEST_P(BadPlanRunTest, ExitTwoOneLineNothingWritten) {
   const BadPlan& p = GetParam();
@@ -252,22 +273,30 @@ TEST_P(BadPlanRunTest, ExitTwoOneLineNothingWritten) {
 INSTANTIATE_TEST_SUITE_P(
     Plans, BadPlanRunTest,
     ::testing::Values(
-        BadPlan{"unknown_key", "name: x\ncases:\n  - {name: a, collective: all_reduce, sizes: 8B, colour: red}\n",
+        BadPlan{"unknown_key",
+                "name: x\ncases:\n  - {name: a, collective: all_reduce, sizes: "
+                "8B, colour: red}\n",
                 R"(bad\.yaml:3: cases\[0\]\.colour: unknown key)"},
-        BadPlan{"negative_size",
-                "name: x\ncases:\n  - name: a\n    collective: all_reduce\n    sizes: {min: -8, max: 1MiB}\n",
-                R"(bad\.yaml:5: cases\[0\]\.sizes\.min: size must not be negative)"},
-        BadPlan{"wrong_type",
-                "name: x\ncases:\n  - name: a\n    collective: all_reduce\n    sizes: 8B\n    timing: {warmup: lots}\n",
-                R"(bad\.yaml:6: cases\[0\]\.timing\.warmup: expected an integer)"},
+        BadPlan{
+            "negative_size",
+            "name: x\ncases:\n  - name: a\n    collective: all_reduce\n    "
+            "sizes: {min: -8, max: 1MiB}\n",
+            R"(bad\.yaml:5: cases\[0\]\.sizes\.min: size must not be negative)"},
+        BadPlan{
+            "wrong_type",
+            "name: x\ncases:\n  - name: a\n    collective: all_reduce\n    "
+            "sizes: 8B\n    timing: {warmup: lots}\n",
+            R"(bad\.yaml:6: cases\[0\]\.timing\.warmup: expected an integer)"},
         BadPlan{"missing_file", nullptr, R"(bad\.yaml: cannot read plan file)"},
-        BadPlan{"bad_yaml", "name: x\ncases: [\n  {name: a\n", R"(bad\.yaml:\d+: \(yaml\): invalid YAML)"}),
+        BadPlan{"bad_yaml", "name: x\ncases: [\n  {name: a\n",
+                R"(bad\.yaml:\d+: \(yaml\): invalid YAML)"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST_F(RunTest, KilledRankFailsFastNamingTheRankAndLeavesNothing) {
   std::string out = (dir_ / "results").string();
-  Outcome o = RunRingmaster({"run", plan_, "--np", "3", "--backend", "host", "--out", out, "--quiet"},
-                  {{"RINGMASTER_FAULT", "crash:rank=1:seq=4"}});
+  Outcome o = RunRingmaster(
+      {"run", plan_, "--np", "3", "--backend", "host", "--out", out, "--quiet"},
+      {{"RINGMASTER_FAULT", "crash:rank=1:seq=4"}});
   EXPECT_NE(o.exit_code, 0);
   EXPECT_LT(o.seconds, 10.0);
   EXPECT_THAT(o.err, HasSubstr("worker_exit rank 1"));
@@ -292,14 +321,17 @@ int WorkerPid(const std::string& job, int rank) {
     std::string name = e.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream cmdf(e.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(cmdf)), std::istreambuf_iterator<char>());
-    if (cmd.find("ringmaster-worker") == std::string::npos || cmd.find(job) == std::string::npos) {
+    std::string cmd((std::istreambuf_iterator<char>(cmdf)),
+                    std::istreambuf_iterator<char>());
+    if (cmd.find("ringmaster-worker") == std::string::npos ||
+        cmd.find(job) == std::string::npos) {
       continue;
     }
     std::ifstream envf(e.path() / "environ");
-    std::string env((std::istreambuf_iterator<char>(envf)), std::istreambuf_iterator<char>());
-    if (env.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') !=
-        std::string::npos) {
+    std::string env((std::istreambuf_iterator<char>(envf)),
+                    std::istreambuf_iterator<char>());
+    if (env.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) +
+                 '\0') != std::string::npos) {
       return std::stoi(name);
     }
   }
@@ -318,8 +350,8 @@ cases:
   std::mutex mu;
   std::string err;
   auto child = ChildProcess::Spawn(
-      {std::string(RINGMASTER_BIN_DIR) + "/ringmaster", "run", plan_, "--np", "3", "--backend",
-       "host", "--out", (dir_ / "r").string(), "--quiet"},
+      {std::string(RINGMASTER_BIN_DIR) + "/ringmaster", "run", plan_, "--np",
+       "3", "--backend", "host", "--out", (dir_ / "r").string(), "--quiet"},
       [&](std::string_view line, bool is_err) {
         std::lock_guard<std::mutex> lock(mu);
         if (is_err) err.append(line.data(), line.size()).append("\n");
@@ -343,20 +375,22 @@ cases:
   auto killed_at = std::chrono::steady_clock::now();
   std::optional<int> status;
   while (!(status = (*child)->Poll())) usleep(10000);
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - killed_at)
+                       .count();
   (*child)->JoinReaders();
   EXPECT_LT(seconds, 10.0);
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << DescribeWaitStatus(*status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1)
+      << DescribeWaitStatus(*status);
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_THAT(err, HasSubstr("worker_exit rank 1"));
   EXPECT_EQ(ProcessesMentioning(job), 0);
 }
 
 TEST_F(RunTest, RankExitingWithAnErrorCodeIsNamed) {
-  Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host", "--out",
-                   (dir_ / "r").string(), "--quiet"},
-                  {{"RINGMASTER_FAULT", "exit:rank=0:seq=2"}});
+  Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host",
+                             "--out", (dir_ / "r").string(), "--quiet"},
+                            {{"RINGMASTER_FAULT", "exit:rank=0:seq=2"}});
   EXPECT_EQ(o.exit_code, 1);
   EXPECT_LT(o.seconds, 10.0);
   EXPECT_THAT(o.err, HasSubstr("worker_exit rank 0"));
@@ -366,8 +400,8 @@ TEST_F(RunTest, RankExitingWithAnErrorCodeIsNamed) {
 TEST_F(RunTest, RanksEndingAtDifferentTimesIsSuccess) {
   // Rank 0 tears down slowly (as NCCL/CUDA shutdown can): the other ranks
   // are gone while mpirun still runs, which must not read as a dead rank.
-  Outcome o = RunRingmaster({"run", plan_, "--np", "3", "--backend", "host", "--out",
-                             (dir_ / "r").string(), "--quiet"},
+  Outcome o = RunRingmaster({"run", plan_, "--np", "3", "--backend", "host",
+                             "--out", (dir_ / "r").string(), "--quiet"},
                             {{"RINGMASTER_FAULT", "linger:rank=0"}});
   EXPECT_EQ(o.exit_code, 0) << o.err;
   EXPECT_THAT(o.out, HasSubstr("# status: SUCCEEDED"));
@@ -375,8 +409,9 @@ TEST_F(RunTest, RanksEndingAtDifferentTimesIsSuccess) {
 
 TEST_F(RunTest, FingerprintMismatchFailsBeforeTheFirstCollective) {
   std::string out = (dir_ / "results").string();
-  Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host", "--out", out, "--quiet"},
-                  {{"RINGMASTER_FAULT", "mismatch:rank=1"}});
+  Outcome o = RunRingmaster(
+      {"run", plan_, "--np", "2", "--backend", "host", "--out", out, "--quiet"},
+      {{"RINGMASTER_FAULT", "mismatch:rank=1"}});
   EXPECT_EQ(o.exit_code, 1);
   EXPECT_LT(o.seconds, 10.0);
   EXPECT_THAT(o.err, HasSubstr("config_mismatch rank 1"));
@@ -389,9 +424,9 @@ TEST_F(RunTest, FingerprintMismatchFailsBeforeTheFirstCollective) {
 }
 
 TEST_F(RunTest, CorruptedDataFailsTheResultNotJustTheNumber) {
-  Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host", "--out",
-                   (dir_ / "r").string(), "--quiet"},
-                  {{"RINGMASTER_FAULT", "corrupt:rank=1"}});
+  Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host",
+                             "--out", (dir_ / "r").string(), "--quiet"},
+                            {{"RINGMASTER_FAULT", "corrupt:rank=1"}});
   EXPECT_EQ(o.exit_code, 1);
   EXPECT_THAT(o.out, HasSubstr("FAILED data_mismatch rank 1"));
   EXPECT_THAT(o.err, HasSubstr("data_mismatch"));
@@ -401,13 +436,18 @@ TEST_F(RunTest, CorruptedDataFailsTheResultNotJustTheNumber) {
 // verified, every GPU case skipped with its reason, every pair on record.
 TEST_F(RunTest, P2pPlanPassesOnTwoHostRanksWithEveryPairRecorded) {
   std::string out = (dir_ / "r").string();
-  Outcome o = RunRingmaster({"run", std::string(RINGMASTER_SOURCE_DIR) + "/plans/p2p.yaml",
-                             "--np", "2", "--backend", "host", "--out", out});
+  Outcome o = RunRingmaster(
+      {"run", std::string(RINGMASTER_SOURCE_DIR) + "/plans/p2p.yaml", "--np",
+       "2", "--backend", "host", "--out", out});
   ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
   EXPECT_THAT(o.out, HasSubstr("# status: SUCCEEDED"));
   // The matrix, as a matrix.
-  EXPECT_THAT(o.out, HasSubstr("# mpi_p2p: p2p cpu write uni pairs, 16 MiB (GB/s; rows: source "
-                               "rank, columns: destination rank)\n src\\dst          0          1\n"));
+  EXPECT_THAT(
+      o.out,
+      HasSubstr(
+          "# mpi_p2p: p2p cpu write uni pairs, 16 MiB (GB/s; rows: source "
+          "rank, columns: destination rank)\n src\\dst          0          "
+          "1\n"));
   std::string job = JobId(o);
   auto store = Store::Open(out + "/ringmaster.db");
   ASSERT_TRUE(store.ok());
@@ -438,12 +478,15 @@ TEST_F(RunTest, P2pPlanPassesOnTwoHostRanksWithEveryPairRecorded) {
       case v1::BENCH_P2P:
         EXPECT_GT(r.bandwidth_gbps(), 0);
         EXPECT_EQ(r.path(), "mpi");
-        pairs.insert({c.spec_name(), c.bidirectional(), c.src_rank(), c.dst_rank()});
+        pairs.insert(
+            {c.spec_name(), c.bidirectional(), c.src_rank(), c.dst_rank()});
         if (c.bidirectional()) {
           EXPECT_GT(r.rank_bandwidth_gbps(0), 0);
           EXPECT_GT(r.rank_bandwidth_gbps(1), 0);
-          EXPECT_NEAR(r.bandwidth_gbps(), r.rank_bandwidth_gbps(0) + r.rank_bandwidth_gbps(1),
-                      0.3 * r.bandwidth_gbps());  // medians of sums vs sums of medians
+          EXPECT_NEAR(
+              r.bandwidth_gbps(),
+              r.rank_bandwidth_gbps(0) + r.rank_bandwidth_gbps(1),
+              0.3 * r.bandwidth_gbps());  // medians of sums vs sums of medians
         }
         break;
       case v1::BENCH_LATENCY:
@@ -467,7 +510,8 @@ TEST_F(RunTest, P2pPlanPassesOnTwoHostRanksWithEveryPairRecorded) {
   int lines = 0, pair_lines = 0;
   for (std::string line; std::getline(jsonl, line);) {
     ++lines;
-    if (line.find("\"spec_name\":\"mpi_p2p\"") != std::string::npos) ++pair_lines;
+    if (line.find("\"spec_name\":\"mpi_p2p\"") != std::string::npos)
+      ++pair_lines;
   }
   EXPECT_EQ(lines, static_cast<int>(results->size()));
   EXPECT_EQ(pair_lines, 4);
@@ -482,14 +526,15 @@ cases:
      timing: {iters: 2, min_samples: 3, max_samples: 5}}
 )";
   std::string out = (dir_ / "r").string();
-  Outcome o = RunRingmaster({"run", plan_, "--np", "3", "--backend", "host", "--out", out,
-                             "--quiet"});
+  Outcome o = RunRingmaster({"run", plan_, "--np", "3", "--backend", "host",
+                             "--out", out, "--quiet"});
   ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
   auto store = Store::Open(out + "/ringmaster.db");
   ASSERT_TRUE(store.ok());
   auto results = (*store)->Results(JobId(o), -1, 0);
   ASSERT_TRUE(results.ok());
-  ASSERT_EQ(results->size(), 6u + 3u + 3u + 1u);  // pairs, to each, from each, all at once
+  ASSERT_EQ(results->size(),
+            6u + 3u + 3u + 1u);  // pairs, to each, from each, all at once
   for (const v1::Result& r : *results) {
     EXPECT_EQ(r.status(), v1::OK) << r.failure().detail();
     EXPECT_EQ(r.wrong_elements(), 0);
@@ -497,10 +542,18 @@ cases:
     int moving = 0;
     for (double b : r.rank_bandwidth_gbps()) moving += b > 0;
     switch (r.case_().pattern()) {
-      case v1::ALL_TO_ONE: EXPECT_EQ(moving, 2); break;  // the two senders
-      case v1::ONE_TO_ALL: EXPECT_EQ(moving, 1); break;  // the one sender
-      case v1::ALL_RANKS: EXPECT_EQ(moving, 3); break;
-      default: EXPECT_EQ(moving, 1); break;
+      case v1::ALL_TO_ONE:
+        EXPECT_EQ(moving, 2);
+        break;  // the two senders
+      case v1::ONE_TO_ALL:
+        EXPECT_EQ(moving, 1);
+        break;  // the one sender
+      case v1::ALL_RANKS:
+        EXPECT_EQ(moving, 3);
+        break;
+      default:
+        EXPECT_EQ(moving, 1);
+        break;
     }
   }
 }
@@ -511,12 +564,14 @@ cases:
   - {name: p, bench: p2p, backend: host, sizes: [64KiB], timing: {iters: 2, min_samples: 3, max_samples: 5}}
   - {name: g, bench: gemm, backend: host, shapes: [64], timing: {iters: 2, min_samples: 3, max_samples: 5}}
 )";
-  Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host", "--out",
-                             (dir_ / "r").string()},
+  Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host",
+                             "--out", (dir_ / "r").string()},
                             {{"RINGMASTER_FAULT", "corrupt:rank=1"}});
   EXPECT_EQ(o.exit_code, 1) << o.err;
   // The pair into rank 1 and rank 1's GEMM fail; the pair into rank 0 passes.
-  EXPECT_THAT(o.out, HasSubstr("FAILED data_mismatch rank 1: 1 wrong bytes after the copy"));
+  EXPECT_THAT(
+      o.out,
+      HasSubstr("FAILED data_mismatch rank 1: 1 wrong bytes after the copy"));
   EXPECT_THAT(o.out, HasSubstr("GEMM result off the float64 reference"));
   EXPECT_THAT(o.out, HasSubstr("FAIL"));
   EXPECT_THAT(o.err, HasSubstr("data_mismatch"));
@@ -526,11 +581,15 @@ cases:
 // breakdown printed, the numerical checks passing.
 TEST_F(RunTest, DpScalingPlanRunsTheHostLadderWithChecks) {
   std::string out = (dir_ / "r").string();
-  Outcome o = RunRingmaster({"run", std::string(RINGMASTER_SOURCE_DIR) + "/plans/dp-scaling.yaml",
-                             "--np", "2", "--backend", "host", "--out", out});
+  Outcome o = RunRingmaster(
+      {"run", std::string(RINGMASTER_SOURCE_DIR) + "/plans/dp-scaling.yaml",
+       "--np", "2", "--backend", "host", "--out", out});
   ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
-  EXPECT_THAT(o.out, HasSubstr("# scaling (weak, E = T1/Tn): mlp: train L4 H512 B64/rank float32 "
-                               "sgd overlap"));
+  EXPECT_THAT(
+      o.out,
+      HasSubstr(
+          "# scaling (weak, E = T1/Tn): mlp: train L4 H512 B64/rank float32 "
+          "sgd overlap"));
   EXPECT_THAT(o.out, HasSubstr("compute    exposed       skew sum/step"));
   auto store = Store::Open(out + "/ringmaster.db");
   ASSERT_TRUE(store.ok());
@@ -538,7 +597,9 @@ TEST_F(RunTest, DpScalingPlanRunsTheHostLadderWithChecks) {
   ASSERT_TRUE(results.ok());
   // mlp: 2 rungs x 2 overlap modes; adam: 2 rungs; serve: 3 batches.
   ASSERT_EQ(results->size(), 9u);
-  EXPECT_THAT(o.out, HasSubstr("# best throughput mlp_serve (inference, 1 rank): batch "));
+  EXPECT_THAT(
+      o.out,
+      HasSubstr("# best throughput mlp_serve (inference, 1 rank): batch "));
   for (const v1::Result& r : *results) {
     SCOPED_TRACE(r.case_().spec_name() + " n=" + std::to_string(r.nranks()));
     ASSERT_EQ(r.status(), v1::OK) << r.failure().detail();
@@ -551,7 +612,8 @@ TEST_F(RunTest, DpScalingPlanRunsTheHostLadderWithChecks) {
     double sum = t.compute_s() + t.exposed_comm_s() + t.skew_s();
     EXPECT_NEAR(sum / t.step_of_breakdown_s(), 1.0, 0.05);
     if (r.case_().train().inference()) {
-      EXPECT_EQ(t.loss_last(), t.loss_first());  // forward only: nothing changes
+      EXPECT_EQ(t.loss_last(),
+                t.loss_first());  // forward only: nothing changes
       EXPECT_EQ(t.exposed_comm_s(), 0);
     } else {
       EXPECT_LT(t.loss_last(), t.loss_first());  // it trains
@@ -573,8 +635,8 @@ cases:
      ladder: [1], steps: 2, check_steps: 4, lr: 0.5}
 )";
   std::string out = (dir_ / "r").string();
-  Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host", "--out", out,
-                             "--quiet"});
+  Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host",
+                             "--out", out, "--quiet"});
   ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
   auto store = Store::Open(out + "/ringmaster.db");
   ASSERT_TRUE(store.ok());
@@ -583,7 +645,8 @@ cases:
   ASSERT_EQ(results->size(), 2u);
   const v1::TrainFigures& two = (*results)[0].train();
   const v1::TrainFigures& one = (*results)[1].train();
-  EXPECT_DOUBLE_EQ(two.loss_reference(), one.loss_reference());  // the same global problem
+  EXPECT_DOUBLE_EQ(two.loss_reference(),
+                   one.loss_reference());  // the same global problem
   EXPECT_NEAR(two.loss_check(), one.loss_check(), 1e-5 * one.loss_check());
 }
 

@@ -17,9 +17,12 @@ namespace {
 
 constexpr double kFailed = std::numeric_limits<double>::infinity();
 
-double Median(std::vector<double> v) { return v.empty() ? 0 : Quantile(std::move(v), 0.5); }
+double Median(std::vector<double> v) {
+  return v.empty() ? 0 : Quantile(std::move(v), 0.5);
+}
 
-v1::Result RunBenchInner(const v1::Case& c, NodeBench& bench, Control& control) {
+v1::Result RunBenchInner(const v1::Case& c, NodeBench& bench,
+                         Control& control) {
   v1::Result result;
   *result.mutable_case_() = c;
   const int n = control.size();
@@ -37,11 +40,12 @@ v1::Result RunBenchInner(const v1::Case& c, NodeBench& bench, Control& control) 
   auto hops = control.AllGather(static_cast<double>(setup->hops_per_op));
   auto active = control.AllGather(setup->active ? 1.0 : 0.0);
   auto ceilings = control.AllGather(setup->active ? setup->ceiling_gbps : 0.0);
-  auto labels = control.AllGatherStrings(setup->path + "\t" + setup->ceiling_source + "\t" +
-                                         setup->placement);
+  auto labels = control.AllGatherStrings(
+      setup->path + "\t" + setup->ceiling_source + "\t" + setup->placement);
   absl::Status gathered = absl::OkStatus();
-  for (const absl::Status& s : {bytes.status(), flops.status(), hops.status(), active.status(),
-                                ceilings.status(), labels.status()}) {
+  for (const absl::Status& s :
+       {bytes.status(), flops.status(), hops.status(), active.status(),
+        ceilings.status(), labels.status()}) {
     if (!s.ok() && gathered.ok()) gathered = s;
   }
   if (!AllRanksOk(gathered, control, &result)) return result;
@@ -73,7 +77,8 @@ v1::Result RunBenchInner(const v1::Case& c, NodeBench& bench, Control& control) 
     if (!AllRanksOk(wrong.status(), control, &result)) return result;
     auto per_rank = control.AllGather(static_cast<double>(*wrong));
     auto err = control.Max(bench.rel_error());
-    if (!AllRanksOk(per_rank.ok() ? err.status() : per_rank.status(), control, &result)) {
+    if (!AllRanksOk(per_rank.ok() ? err.status() : per_rank.status(), control,
+                    &result)) {
       return result;
     }
     int64_t total = 0;
@@ -90,10 +95,13 @@ v1::Result RunBenchInner(const v1::Case& c, NodeBench& bench, Control& control) 
       result.mutable_failure()->set_rank(first_bad);
       result.mutable_failure()->set_detail(
           c.bench() == v1::BENCH_GEMM
-              ? absl::StrFormat("GEMM result off the float64 reference: relative error %.3g "
-                                "(first on rank %d)", *err, first_bad)
-              : absl::StrFormat("%d wrong bytes after the copy (first on rank %d)", total,
-                                first_bad));
+              ? absl::StrFormat("GEMM result off the float64 reference: "
+                                "relative error %.3g "
+                                "(first on rank %d)",
+                                *err, first_bad)
+              : absl::StrFormat(
+                    "%d wrong bytes after the copy (first on rank %d)", total,
+                    first_bad));
       return result;
     }
   }
@@ -105,10 +113,13 @@ v1::Result RunBenchInner(const v1::Case& c, NodeBench& bench, Control& control) 
     auto t = bench.TimeOps(iters);
     if (!t.ok() && local.ok()) local = t.status();
     auto all = control.AllGather(t.ok() ? *t : kFailed);
-    if (!all.ok() || std::any_of(all->begin(), all->end(), [](double v) { return std::isinf(v); })) {
-      AllRanksOk(all.ok() ? (local.ok() ? absl::InternalError("another rank failed") : local)
+    if (!all.ok() || std::any_of(all->begin(), all->end(),
+                                 [](double v) { return std::isinf(v); })) {
+      AllRanksOk(all.ok()
+                     ? (local.ok() ? absl::InternalError("another rank failed")
+                                   : local)
                      : all.status(),
-            control, &result);
+                 control, &result);
       return std::nullopt;
     }
     return *all;
@@ -150,13 +161,15 @@ v1::Result RunBenchInner(const v1::Case& c, NodeBench& bench, Control& control) 
   }
 
   SampleSummary summary = Summarize(samples);
-  *result.mutable_stats() = ToProto(summary, iters, warmup, rule.TargetMet(summary));
+  *result.mutable_stats() =
+      ToProto(summary, iters, warmup, rule.TargetMet(summary));
   result.mutable_stats()->set_ci_on_median(timing.ci_on_median());
   result.mutable_stats()->set_stop_reason(stop_reason);
   result.mutable_stats()->set_p99_s(Quantile(samples, 0.99));
   double bandwidth = Median(totals);
   result.set_bandwidth_gbps(bandwidth);
-  for (int r = 0; r < n; ++r) result.add_rank_bandwidth_gbps(Median(rank_bw[r]));
+  for (int r = 0; r < n; ++r)
+    result.add_rank_bandwidth_gbps(Median(rank_bw[r]));
   if (total_hops > 0) result.set_latency_ns(summary.median / total_hops * 1e9);
   result.set_tflops(Median(tflops));
   if (bandwidth > 0 && ceiling > 0) {
@@ -169,9 +182,12 @@ v1::Result RunBenchInner(const v1::Case& c, NodeBench& bench, Control& control) 
 
 }  // namespace
 
-bool AllRanksOk(const absl::Status& local, Control& control, v1::Result* result) {
+bool AllRanksOk(const absl::Status& local, Control& control,
+                v1::Result* result) {
   auto messages = control.AllGatherStrings(
-      local.ok() ? "" : (absl::IsUnimplemented(local) ? "U" : "E") + std::string(local.message()));
+      local.ok() ? ""
+                 : (absl::IsUnimplemented(local) ? "U" : "E") +
+                       std::string(local.message()));
   if (!messages.ok()) {
     result->set_status(v1::FAILED);
     result->mutable_failure()->set_reason(v1::BACKEND_ERROR);
@@ -215,8 +231,9 @@ v1::Result FailedBench(const v1::Case& c, int nranks, const absl::Status& why) {
 v1::Result RunBench(const v1::Case& c, NodeBench& bench, Control& control) {
   const auto wall_start = std::chrono::steady_clock::now();
   v1::Result result = RunBenchInner(c, bench, control);
-  result.set_case_wall_s(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
+  result.set_case_wall_s(std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - wall_start)
+                             .count());
   return result;
 }
 

@@ -21,7 +21,8 @@ v1::Result RunBench(const v1::Case& c, NodeBench& bench, Control& control);
 // every rank's `local` is OK; otherwise fills `result` from the first
 // failing rank (SKIPPED with its reason for Unimplemented, FAILED with
 // BACKEND_ERROR otherwise). Collective.
-bool AllRanksOk(const absl::Status& local, Control& control, v1::Result* result);
+bool AllRanksOk(const absl::Status& local, Control& control,
+                v1::Result* result);
 
 // SKIPPED result for a case this launch cannot run (e.g. a cuda case on
 // host ranks), with `why` as the detail.

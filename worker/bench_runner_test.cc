@@ -16,14 +16,19 @@ class MirrorControl : public Control {
   absl::Status Barrier() override { return absl::OkStatus(); }
   absl::StatusOr<double> Max(double v) override { return v; }
   absl::StatusOr<int64_t> Sum(int64_t v) override { return v * n_; }
-  absl::Status MaxVector(std::vector<double>*) override { return absl::OkStatus(); }
+  absl::Status MaxVector(std::vector<double>*) override {
+    return absl::OkStatus();
+  }
   absl::StatusOr<std::vector<double>> AllGather(double v) override {
     return std::vector<double>(n_, v);
   }
-  absl::StatusOr<std::vector<std::string>> AllGatherStrings(const std::string& v) override {
+  absl::StatusOr<std::vector<std::string>> AllGatherStrings(
+      const std::string& v) override {
     return std::vector<std::string>(n_, v);
   }
-  absl::Status Broadcast(void*, int64_t, int) override { return absl::OkStatus(); }
+  absl::Status Broadcast(void*, int64_t, int) override {
+    return absl::OkStatus();
+  }
 
  private:
   int n_;

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <optional>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -19,7 +19,8 @@ namespace {
 // Agrees across ranks on whether `local` failed; on failure fills
 // `result` with the first failing rank's message. Returns true if any rank
 // failed. Collective: every rank must call it at the same point.
-bool AnyRankFailed(const absl::Status& local, Control& control, v1::Result* result) {
+bool AnyRankFailed(const absl::Status& local, Control& control,
+                   v1::Result* result) {
   auto failures = control.Sum(local.ok() ? 0 : 1);
   if (failures.ok() && *failures == 0) return false;
   result->set_status(v1::FAILED);
@@ -39,14 +40,16 @@ bool AnyRankFailed(const absl::Status& local, Control& control, v1::Result* resu
     break;
   }
   // Unsupported configurations are rejected, not backend errors.
-  bool unsupported = (*messages)[f->rank() < 0 ? 0 : f->rank()].rfind("UNIMPLEMENTED", 0) == 0;
+  bool unsupported =
+      (*messages)[f->rank() < 0 ? 0 : f->rank()].rfind("UNIMPLEMENTED", 0) == 0;
   f->set_reason(unsupported ? v1::REJECTED : v1::BACKEND_ERROR);
   return true;
 }
 
 }  // namespace
 
-static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend, Control& control) {
+static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend,
+                               Control& control) {
   v1::Result result;
   *result.mutable_case_() = c;
   result.set_nranks(control.size());
@@ -62,7 +65,8 @@ static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend, Co
   // All-gather, reduce-scatter and all-to-all split the buffer evenly.
   config.count = EffectiveCount(c.collective(), c.count(), control.size());
   result.mutable_case_()->set_count(config.count);
-  result.mutable_case_()->set_size_bytes(config.count * DataTypeSize(c.dtype()));
+  result.mutable_case_()->set_size_bytes(config.count *
+                                         DataTypeSize(c.dtype()));
   config.in_place = c.in_place();
   config.root = c.root();
   if (AnyRankFailed(backend.Prepare(config), control, &result)) return result;
@@ -99,7 +103,8 @@ static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend, Co
   // A failed op on any rank turns the shared value into +inf, which every
   // rank sees through Max and stops on.
   constexpr double kFailed = std::numeric_limits<double>::infinity();
-  constexpr double kSettleBelowS = 5e-3;  // windows shorter than this get settled
+  constexpr double kSettleBelowS =
+      5e-3;  // windows shorter than this get settled
   absl::Status local = absl::OkStatus();
   auto note = [&](const absl::Status& s) {
     if (!s.ok() && local.ok()) local = s;
@@ -131,8 +136,10 @@ static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend, Co
   int remaining = std::max(0, timing.warmup_iters() - 1);
   if (timing.warmup_max_time_s() > 0) {
     double budget = timing.warmup_max_time_s() - *first;
-    remaining = budget <= 0 ? 0
-                            : static_cast<int>(std::min<double>(remaining, budget / *first));
+    remaining =
+        budget <= 0
+            ? 0
+            : static_cast<int>(std::min<double>(remaining, budget / *first));
   }
   if (remaining > 0) {
     auto t = agreed(pipelined(remaining));
@@ -167,14 +174,17 @@ static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend, Co
   double sampled_s = 0;
   std::string stop_reason;
   while (true) {
-    int batch = samples.empty() ? std::max(1, timing.min_samples())
-                                : std::clamp(static_cast<int>(samples.size()) / 2, 1, 50);
+    int batch = samples.empty()
+                    ? std::max(1, timing.min_samples())
+                    : std::clamp(static_cast<int>(samples.size()) / 2, 1, 50);
     if (mode == v1::PER_OP) batch = 1;
-    batch = std::min(batch, std::max(1, timing.max_samples() - static_cast<int>(samples.size())));
+    batch = std::min(batch, std::max(1, timing.max_samples() -
+                                            static_cast<int>(samples.size())));
     if (timing.max_time_s() > 0 && !samples.empty()) {
       double per_window = sampled_s / static_cast<double>(samples.size());
       double left = timing.max_time_s() - sampled_s;
-      if (per_window > 0) batch = std::clamp(static_cast<int>(left / per_window) + 1, 1, batch);
+      if (per_window > 0)
+        batch = std::clamp(static_cast<int>(left / per_window) + 1, 1, batch);
     }
     std::vector<double> values;
     if (mode == v1::PER_OP) {
@@ -186,12 +196,14 @@ static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend, Co
       // times. In adaptive mode, when a window is short enough for that skew
       // to matter, one extra first window absorbs it and is discarded. Fixed
       // mode times exactly what it was asked to (nccl-tests' method).
-      const bool settle = timing.fixed_iters_per_sample() <= 0 && op_estimate * iters < kSettleBelowS;
+      const bool settle = timing.fixed_iters_per_sample() <= 0 &&
+                          op_estimate * iters < kSettleBelowS;
       if (absl::Status b = control.Barrier(); !b.ok()) note(b);
       auto w = backend.TimeWindows(iters, batch + (settle ? 1 : 0), graph);
       if (!w.ok()) note(w.status());
-      values = w.ok() ? std::vector<double>(w->begin() + (settle ? 1 : 0), w->end())
-                      : std::vector<double>(batch, kFailed);
+      values =
+          w.ok() ? std::vector<double>(w->begin() + (settle ? 1 : 0), w->end())
+                 : std::vector<double>(batch, kFailed);
       for (double& v : values) v /= iters;
     }
     mine.insert(mine.end(), values.begin(), values.end());
@@ -209,7 +221,8 @@ static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend, Co
   }
 
   SampleSummary summary = Summarize(samples);
-  *result.mutable_stats() = ToProto(summary, iters, warmup_done, rule.TargetMet(summary));
+  *result.mutable_stats() =
+      ToProto(summary, iters, warmup_done, rule.TargetMet(summary));
   result.mutable_stats()->set_ci_on_median(timing.ci_on_median());
   result.mutable_stats()->set_stop_reason(stop_reason);
   result.mutable_stats()->set_p99_s(Quantile(samples, 0.99));
@@ -218,8 +231,8 @@ static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend, Co
     for (double m : *medians) result.add_rank_median_s(m);
     // Straggler: the slowest rank's median against the median rank.
     double mid = Quantile(*medians, 0.5);
-    int slowest = static_cast<int>(std::max_element(medians->begin(), medians->end()) -
-                                   medians->begin());
+    int slowest = static_cast<int>(
+        std::max_element(medians->begin(), medians->end()) - medians->begin());
     result.set_straggler_rank(slowest);
     result.set_straggler_ratio(mid > 0 ? (*medians)[slowest] / mid : 0);
   }
@@ -228,11 +241,13 @@ static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend, Co
   return result;
 }
 
-v1::Result RunCase(const v1::Case& c, CollectiveBackend& backend, Control& control) {
+v1::Result RunCase(const v1::Case& c, CollectiveBackend& backend,
+                   Control& control) {
   const auto wall_start = std::chrono::steady_clock::now();
   v1::Result result = RunCaseInner(c, backend, control);
-  result.set_case_wall_s(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
+  result.set_case_wall_s(std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - wall_start)
+                             .count());
   return result;
 }
 

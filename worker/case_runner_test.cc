@@ -17,7 +17,9 @@ class SoloControl : public Control {
   absl::Status Barrier() override { return absl::OkStatus(); }
   absl::StatusOr<double> Max(double v) override { return v; }
   absl::StatusOr<int64_t> Sum(int64_t v) override { return v; }
-  absl::Status MaxVector(std::vector<double>*) override { return absl::OkStatus(); }
+  absl::Status MaxVector(std::vector<double>*) override {
+    return absl::OkStatus();
+  }
   absl::StatusOr<std::vector<double>> AllGather(double v) override {
     return std::vector<double>{v};
   }
@@ -25,7 +27,9 @@ class SoloControl : public Control {
       const std::string& v) override {
     return std::vector<std::string>{v};
   }
-  absl::Status Broadcast(void*, int64_t, int) override { return absl::OkStatus(); }
+  absl::Status Broadcast(void*, int64_t, int) override {
+    return absl::OkStatus();
+  }
 };
 
 // Each op takes `op_s` seconds; records how many ops ran.
@@ -40,8 +44,11 @@ class FakeBackend : public CollectiveBackend {
     info.name = "fake";
     return info;
   }
-  absl::Status Prepare(const CollectiveConfig&) override { return prepare_status; }
-  absl::StatusOr<std::vector<double>> TimeWindows(int iters, int windows, bool) override {
+  absl::Status Prepare(const CollectiveConfig&) override {
+    return prepare_status;
+  }
+  absl::StatusOr<std::vector<double>> TimeWindows(int iters, int windows,
+                                                  bool) override {
     ops += static_cast<int64_t>(iters) * windows;
     return std::vector<double>(windows, op_s * iters);
   }
@@ -74,7 +81,7 @@ TEST(RunCase, ConstantTimeStopsAtMinSamples) {
   v1::Result r = RunCase(TestCase(), backend, control);
   ASSERT_EQ(r.status(), v1::OK) << r.failure().detail();
   EXPECT_EQ(r.stats().samples(), 5);  // constant: the CI is 0 at min_samples
-  EXPECT_EQ(r.stats().iters_per_sample(), 10);    // 1 ms / 100 us
+  EXPECT_EQ(r.stats().iters_per_sample(), 10);  // 1 ms / 100 us
   EXPECT_DOUBLE_EQ(r.stats().median_s(), 1e-4);
   EXPECT_TRUE(r.stats().ci_target_met());
   EXPECT_EQ(r.wrong_elements(), 0);

@@ -32,12 +32,12 @@ class GrpcCoordinatorClient : public CoordinatorClient {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
     args.SetMaxReceiveMessageSize(64 << 20);
-    stub_ = v1::Coordinator::NewStub(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+    stub_ = v1::Coordinator::NewStub(grpc::CreateCustomChannel(
+        address, grpc::InsecureChannelCredentials(), args));
   }
 
-  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request,
-                                                absl::Duration wait) override {
+  absl::StatusOr<v1::RegisterResponse> Register(
+      const v1::RegisterRequest& request, absl::Duration wait) override {
     absl::Time give_up = absl::Now() + wait;
     absl::Duration backoff = absl::Milliseconds(50);
     while (true) {
@@ -46,7 +46,8 @@ class GrpcCoordinatorClient : public CoordinatorClient {
       v1::RegisterResponse response;
       grpc::Status s = stub_->Register(&ctx, request, &response);
       if (s.ok()) return response;
-      if (!Transient(s) || absl::Now() + backoff > give_up) return FromGrpc(s, "Register");
+      if (!Transient(s) || absl::Now() + backoff > give_up)
+        return FromGrpc(s, "Register");
       absl::SleepFor(backoff);
       backoff = std::min(backoff * 2, absl::Seconds(1));
     }

@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <map>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -35,8 +35,8 @@
 #include "spdlog/spdlog.h"
 #include "worker/bench_runner.h"
 #include "worker/case_runner.h"
-#include "worker/train_runner.h"
 #include "worker/coordinator_client.h"
+#include "worker/train_runner.h"
 #ifdef RINGMASTER_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_node_bench.h"
@@ -101,8 +101,11 @@ class HeartbeatThread {
  public:
   HeartbeatThread(CoordinatorClient* client, std::string job_id, int rank,
                   int attempt, absl::Duration interval)
-      : client_(client), job_id_(std::move(job_id)), rank_(rank),
-        attempt_(attempt), interval_(interval) {
+      : client_(client),
+        job_id_(std::move(job_id)),
+        rank_(rank),
+        attempt_(attempt),
+        interval_(interval) {
     thread_ = std::thread([this] { Loop(); });
   }
   ~HeartbeatThread() {
@@ -189,7 +192,8 @@ int Run(const RunArgs& args, int argc, char** argv) {
   };
 
   const char* token = std::getenv("RINGMASTER_TOKEN");
-  auto faults = ParseFaults(std::getenv("RINGMASTER_FAULT") ? std::getenv("RINGMASTER_FAULT") : "");
+  auto faults = ParseFaults(
+      std::getenv("RINGMASTER_FAULT") ? std::getenv("RINGMASTER_FAULT") : "");
   if (!faults.ok()) return fail(2, std::string(faults.status().message()));
 
   // The backend: cuda when this rank has a GPU (auto), agreed through the
@@ -245,7 +249,8 @@ int Run(const RunArgs& args, int argc, char** argv) {
     req.set_final(true);
     if (failure) *req.mutable_failure() = *failure;
     auto s = client->ReportResults(req);
-    if (!s.ok()) spdlog::error("rank {}: final report: {}", rank, s.status().ToString());
+    if (!s.ok())
+      spdlog::error("rank {}: final report: {}", rank, s.status().ToString());
   };
 
   // Fingerprints are compared before the first collective: a mismatch is a
@@ -268,10 +273,11 @@ int Run(const RunArgs& args, int argc, char** argv) {
     return kExitMismatch;
   }
 
-  HeartbeatThread heartbeat(client.get(), args.job_id, rank, attempt,
-                            absl::Milliseconds(registered->heartbeat_interval_ms() > 0
-                                                   ? registered->heartbeat_interval_ms()
-                                                   : 500));
+  HeartbeatThread heartbeat(
+      client.get(), args.job_id, rank, attempt,
+      absl::Milliseconds(registered->heartbeat_interval_ms() > 0
+                             ? registered->heartbeat_interval_ms()
+                             : 500));
 
   std::unique_ptr<CollectiveBackend> backend;
   double setup_s = 0;
@@ -324,7 +330,8 @@ int Run(const RunArgs& args, int argc, char** argv) {
     double setup_s = 0;
   };
   std::map<int, Group> groups;
-  groups[nranks].setup_s = setup_s;  // the world group runs on `control`/`backend`
+  groups[nranks].setup_s =
+      setup_s;  // the world group runs on `control`/`backend`
   auto group_for = [&](int n) -> absl::StatusOr<Group*> {
     auto it = groups.find(n);
     if (it != groups.end()) return &it->second;
@@ -334,7 +341,8 @@ int Run(const RunArgs& args, int argc, char** argv) {
     if (member) g.control = std::make_unique<MpiControl>(g.comm);
     if (backend_name == "cuda") {
 #ifdef RINGMASTER_HAVE_CUDA
-      auto sub = static_cast<CudaBackend*>(backend.get())->Split(member, &g.setup_s);
+      auto sub =
+          static_cast<CudaBackend*>(backend.get())->Split(member, &g.setup_s);
       if (!sub.ok()) return sub.status();
       g.backend = std::move(*sub);
 #endif
@@ -357,39 +365,48 @@ int Run(const RunArgs& args, int argc, char** argv) {
   auto run_bench = [&](const v1::Case& c) -> v1::Result {
     const v1::Backend want = backend_of(c);
     if (want == v1::BACKEND_HOST) {
-      if (!host_bench) host_bench = std::make_unique<HostNodeBench>(MPI_COMM_WORLD, *faults);
+      if (!host_bench)
+        host_bench = std::make_unique<HostNodeBench>(MPI_COMM_WORLD, *faults);
       return RunBench(c, *host_bench, control);
     }
     if (backend_name != "cuda") {
-      return SkippedBench(c, nranks, "a GPU case (backend: cuda) in a launch on host ranks");
+      return SkippedBench(
+          c, nranks, "a GPU case (backend: cuda) in a launch on host ranks");
     }
 #ifdef RINGMASTER_HAVE_CUDA
     if (!cuda_bench) {
-      auto created = CudaNodeBench::Create(control, local_rank % std::max(1, GpuCount()));
+      auto created =
+          CudaNodeBench::Create(control, local_rank % std::max(1, GpuCount()));
       if (!created.ok()) return FailedBench(c, nranks, created.status());
       cuda_bench = std::move(*created);
     }
     return RunBench(c, *cuda_bench, control);
 #else
-    return SkippedBench(c, nranks, "this worker was built without the CUDA backend");
+    return SkippedBench(c, nranks,
+                        "this worker was built without the CUDA backend");
 #endif
   };
 
   // Training (bench: train): one trainer per rank count, on that group.
-  std::map<std::pair<int, bool>, std::unique_ptr<Trainer>> trainers;  // (ranks, cuda)
-  auto run_train = [&](const v1::Case& c, int n, MPI_Comm comm, Control& group) -> v1::Result {
+  std::map<std::pair<int, bool>, std::unique_ptr<Trainer>>
+      trainers;  // (ranks, cuda)
+  auto run_train = [&](const v1::Case& c, int n, MPI_Comm comm,
+                       Control& group) -> v1::Result {
     const bool cuda = backend_of(c) == v1::BACKEND_CUDA;
     if (cuda && backend_name != "cuda") {
-      return SkippedBench(c, n, "a GPU case (backend: cuda) in a launch on host ranks");
+      return SkippedBench(
+          c, n, "a GPU case (backend: cuda) in a launch on host ranks");
     }
     auto& t = trainers[{n, cuda}];
     if (!t && cuda) {
 #ifdef RINGMASTER_HAVE_CUDA
-      auto created = CudaTrainer::Create(group, local_rank % std::max(1, GpuCount()));
+      auto created =
+          CudaTrainer::Create(group, local_rank % std::max(1, GpuCount()));
       if (!created.ok()) return FailedBench(c, n, created.status());
       t = std::move(*created);
 #else
-      return SkippedBench(c, n, "this worker was built without the CUDA backend");
+      return SkippedBench(c, n,
+                          "this worker was built without the CUDA backend");
 #endif
     }
     if (!t) t = std::make_unique<HostTrainer>(comm);
@@ -416,11 +433,13 @@ int Run(const RunArgs& args, int argc, char** argv) {
           "ladder rung of %d ranks exceeds the launch's %d ranks", n, nranks));
     } else {
       auto group = group_for(n);
-      if (!group.ok()) return fail(kExitFailed, std::string(group.status().message()));
+      if (!group.ok())
+        return fail(kExitFailed, std::string(group.status().message()));
       Group* g = *group;
       if (c.bench() == v1::BENCH_TRAIN) {
-        if (rank < n) result = run_train(c, n, n == nranks ? MPI_COMM_WORLD : g->comm,
-                                         n == nranks ? control : *g->control);
+        if (rank < n)
+          result = run_train(c, n, n == nranks ? MPI_COMM_WORLD : g->comm,
+                             n == nranks ? control : *g->control);
       } else if (n == nranks) {
         result = RunCase(c, *backend, control);
       } else if (rank < n) {
@@ -484,17 +503,23 @@ int Run(const RunArgs& args, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   spdlog::set_pattern("[%H:%M:%S.%e] [worker] [%l] %v");
-  CLI::App app{"ringmaster-worker: one rank of a Ringmaster job (started by a launcher)"};
+  CLI::App app{
+      "ringmaster-worker: one rank of a Ringmaster job (started by a "
+      "launcher)"};
   app.require_subcommand(1);
   ringmaster::RunArgs args;
-  auto* run = app.add_subcommand("run", "Register with the coordinator and run the job's cases");
-  run->add_option("--coordinator", args.coordinator, "Coordinator address host:port")->required();
+  auto* run = app.add_subcommand(
+      "run", "Register with the coordinator and run the job's cases");
+  run->add_option("--coordinator", args.coordinator,
+                  "Coordinator address host:port")
+      ->required();
   run->add_option("--job", args.job_id, "Job id")->required();
   run->add_option("--backend", args.backend, "auto, host or cuda")
       ->check(CLI::IsMember({"auto", "host", "cuda"}));
   run->add_option("--attempt", args.attempt, "Attempt number");
   run->allow_extras();  // MPI may append its own arguments
-  auto* probe = app.add_subcommand("probe", "Print GPUs and library versions as JSON");
+  auto* probe =
+      app.add_subcommand("probe", "Print GPUs and library versions as JSON");
   CLI11_PARSE(app, argc, argv);
   if (probe->parsed()) return ringmaster::Probe();
   return ringmaster::Run(args, argc, argv);

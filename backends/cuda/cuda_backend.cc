@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "backends/collective_layout.h"
+#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/nvml.h"
 #include "core/names.h"
 #include "core/status_macros.h"
@@ -18,60 +19,51 @@
 namespace ringmaster {
 namespace {
 
-// Wraps CUDA and NCCL errors with the expression, file:line and rank.
-absl::Status CudaStatus(cudaError_t err, const char* expr, const char* file,
-                        int line, int rank) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrFormat("%s:%d: rank %d: %s: %s", file, line,
-                                             rank, expr, cudaGetErrorString(err)));
-}
-absl::Status NcclStatus(ncclResult_t res, const char* expr, const char* file,
-                        int line, int rank) {
-  if (res == ncclSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrFormat("%s:%d: rank %d: %s: %s (%s)", file, line,
-                                             rank, expr, ncclGetErrorString(res),
-                                             ncclGetLastError(nullptr)));
-}
-#define RM_CUDA(expr, rank)                                                 \
-  do {                                                                      \
-    absl::Status s_ = CudaStatus((expr), #expr, __FILE__, __LINE__, rank); \
-    if (!s_.ok()) return s_;                                                \
-  } while (0)
-#define RM_NCCL(expr, rank)                                                 \
-  do {                                                                      \
-    absl::Status s_ = NcclStatus((expr), #expr, __FILE__, __LINE__, rank); \
-    if (!s_.ok()) return s_;                                                \
-  } while (0)
-
 std::optional<ncclDataType_t> NcclType(v1::DataType t) {
   switch (t) {
-    case v1::FLOAT32: return ncclFloat32;
-    case v1::BFLOAT16: return ncclBfloat16;
-    case v1::FLOAT16: return ncclFloat16;
-    case v1::INT32: return ncclInt32;
-    case v1::FLOAT64: return ncclFloat64;
-    case v1::INT64: return ncclInt64;
-    case v1::INT8: return ncclInt8;
-    case v1::UINT8: return ncclUint8;
-    default: return std::nullopt;
+    case v1::FLOAT32:
+      return ncclFloat32;
+    case v1::BFLOAT16:
+      return ncclBfloat16;
+    case v1::FLOAT16:
+      return ncclFloat16;
+    case v1::INT32:
+      return ncclInt32;
+    case v1::FLOAT64:
+      return ncclFloat64;
+    case v1::INT64:
+      return ncclInt64;
+    case v1::INT8:
+      return ncclInt8;
+    case v1::UINT8:
+      return ncclUint8;
+    default:
+      return std::nullopt;
   }
 }
 
 std::optional<ncclRedOp_t> NcclOp(v1::ReduceOp op) {
   switch (op) {
-    case v1::SUM: return ncclSum;
-    case v1::PROD: return ncclProd;
-    case v1::MIN: return ncclMin;
-    case v1::MAX: return ncclMax;
-    case v1::AVG: return ncclAvg;
-    default: return std::nullopt;
+    case v1::SUM:
+      return ncclSum;
+    case v1::PROD:
+      return ncclProd;
+    case v1::MIN:
+      return ncclMin;
+    case v1::MAX:
+      return ncclMax;
+    case v1::AVG:
+      return ncclAvg;
+    default:
+      return std::nullopt;
   }
 }
 
 std::string VersionString(int code, bool nccl) {
   if (nccl) {
     // NCCL >= 2.9: major*10000 + minor*100 + patch.
-    return absl::StrFormat("%d.%d.%d", code / 10000, (code % 10000) / 100, code % 100);
+    return absl::StrFormat("%d.%d.%d", code / 10000, (code % 10000) / 100,
+                           code % 100);
   }
   return absl::StrFormat("%d.%d", code / 1000, (code % 1000) / 10);
 }
@@ -92,7 +84,8 @@ BackendInfo CudaLibraryInfo() {
   BackendInfo info;
   info.name = "cuda (NCCL)";
   int v = 0;
-  if (ncclGetVersion(&v) == ncclSuccess) info.nccl_version = VersionString(v, true);
+  if (ncclGetVersion(&v) == ncclSuccess)
+    info.nccl_version = VersionString(v, true);
   if (cudaRuntimeGetVersion(&v) == cudaSuccess) {
     info.cuda_runtime_version = VersionString(v, false);
   }
@@ -127,7 +120,8 @@ struct CudaBackend::Impl {
   cudaGraphExec_t graph = nullptr;  // captured ops of the prepared config
   int graph_iters = 0;
 
-  static absl::Status Grow(void** buf, size_t* capacity, size_t bytes, int rank) {
+  static absl::Status Grow(void** buf, size_t* capacity, size_t bytes,
+                           int rank) {
     if (bytes <= *capacity) return absl::OkStatus();
     if (*buf) cudaFree(*buf);
     *buf = nullptr;
@@ -138,7 +132,8 @@ struct CudaBackend::Impl {
   }
 
   char* In() const {
-    return static_cast<char*>(send) + (config.in_place ? layout.in_offset * elem : 0);
+    return static_cast<char*>(send) +
+           (config.in_place ? layout.in_offset * elem : 0);
   }
   char* Out() const {
     return config.in_place ? static_cast<char*>(send) + layout.out_offset * elem
@@ -159,26 +154,34 @@ struct CudaBackend::Impl {
         RM_NCCL(ncclAllGather(in, out, chunk, type, comm, stream), rank);
         break;
       case v1::REDUCE_SCATTER:
-        RM_NCCL(ncclReduceScatter(in, out, chunk, type, op, comm, stream), rank);
+        RM_NCCL(ncclReduceScatter(in, out, chunk, type, op, comm, stream),
+                rank);
         break;
       case v1::BROADCAST:
-        RM_NCCL(ncclBroadcast(in, out, count, type, config.root, comm, stream), rank);
+        RM_NCCL(ncclBroadcast(in, out, count, type, config.root, comm, stream),
+                rank);
         break;
       case v1::REDUCE:
-        RM_NCCL(ncclReduce(in, out, count, type, op, config.root, comm, stream), rank);
+        RM_NCCL(ncclReduce(in, out, count, type, op, config.root, comm, stream),
+                rank);
         break;
       case v1::ALL_TO_ALL:
         RM_NCCL(ncclGroupStart(), rank);
         for (int p = 0; p < nranks; ++p) {
-          RM_NCCL(ncclSend(in + p * chunk * elem, chunk, type, p, comm, stream), rank);
-          RM_NCCL(ncclRecv(out + p * chunk * elem, chunk, type, p, comm, stream), rank);
+          RM_NCCL(ncclSend(in + p * chunk * elem, chunk, type, p, comm, stream),
+                  rank);
+          RM_NCCL(
+              ncclRecv(out + p * chunk * elem, chunk, type, p, comm, stream),
+              rank);
         }
         RM_NCCL(ncclGroupEnd(), rank);
         break;
       case v1::SEND_RECV:
         RM_NCCL(ncclGroupStart(), rank);
-        RM_NCCL(ncclSend(in, count, type, layout.send_peer, comm, stream), rank);
-        RM_NCCL(ncclRecv(out, count, type, layout.recv_peer, comm, stream), rank);
+        RM_NCCL(ncclSend(in, count, type, layout.send_peer, comm, stream),
+                rank);
+        RM_NCCL(ncclRecv(out, count, type, layout.recv_peer, comm, stream),
+                rank);
         RM_NCCL(ncclGroupEnd(), rank);
         break;
       default:
@@ -190,13 +193,16 @@ struct CudaBackend::Impl {
   absl::Status FillInputs() {
     // Outputs start poisoned so unwritten elements are caught.
     if (config.in_place) {
-      RM_CUDA(cudaMemsetAsync(send, 0xA5, layout.inplace_count * elem, stream), rank);
+      RM_CUDA(cudaMemsetAsync(send, 0xA5, layout.inplace_count * elem, stream),
+              rank);
     } else {
-      RM_CUDA(cudaMemsetAsync(recv, 0xA5, layout.recv_count * elem, stream), rank);
+      RM_CUDA(cudaMemsetAsync(recv, 0xA5, layout.recv_count * elem, stream),
+              rank);
     }
     if (layout.fill_input) {
-      RM_CUDA(LaunchFillPattern(In(), config.dtype, layout.send_count, layout.fill_op, rank,
-                                nranks, layout.range, layout.fill_offset, stream),
+      RM_CUDA(LaunchFillPattern(In(), config.dtype, layout.send_count,
+                                layout.fill_op, rank, nranks, layout.range,
+                                layout.fill_offset, stream),
               rank);
     }
     return absl::OkStatus();
@@ -216,7 +222,8 @@ struct CudaBackend::Impl {
     if (graph && graph_iters == iters) return absl::OkStatus();
     DropGraph();
     cudaGraph_t g = nullptr;
-    RM_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), rank);
+    RM_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+            rank);
     for (int i = 0; i < iters; ++i) {
       absl::Status s = Enqueue();
       if (!s.ok()) {
@@ -291,7 +298,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   if (cudaDeviceGetPCIBusId(bus, sizeof bus, impl->device) == cudaSuccess) {
     impl->info.gpu_bus_id = bus;
   }
-  RM_CUDA(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking), rank);
+  RM_CUDA(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking),
+          rank);
   RM_CUDA(cudaMalloc(&impl->d_wrong, sizeof(unsigned long long)), rank);
 
   auto t0 = std::chrono::steady_clock::now();
@@ -302,20 +310,25 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   if (!bs.ok()) return bs;
   RM_NCCL(ncclCommInitRank(&impl->comm, impl->nranks, id, rank), rank);
   if (setup_s) {
-    *setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    *setup_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
   }
   return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(impl)));
 }
 
-absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Split(bool member,
-                                                                 double* setup_s) {
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Split(
+    bool member, double* setup_s) {
   const Impl& m = *impl_;
   auto t0 = std::chrono::steady_clock::now();
   ncclComm_t sub = nullptr;
-  RM_NCCL(ncclCommSplit(m.comm, member ? 0 : NCCL_SPLIT_NOCOLOR, m.rank, &sub, nullptr),
+  RM_NCCL(ncclCommSplit(m.comm, member ? 0 : NCCL_SPLIT_NOCOLOR, m.rank, &sub,
+                        nullptr),
           m.rank);
   if (setup_s) {
-    *setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    *setup_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
   }
   if (!member) return std::unique_ptr<CudaBackend>();
   auto impl = std::make_unique<Impl>();
@@ -342,8 +355,9 @@ absl::Status CudaBackend::Prepare(const CollectiveConfig& config) {
   if (!layout.ok()) return layout.status();
   auto type = NcclType(config.dtype);
   if (!type) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "cuda backend: data type %s is not supported", DataTypeName(config.dtype)));
+    return absl::UnimplementedError(
+        absl::StrFormat("cuda backend: data type %s is not supported",
+                        DataTypeName(config.dtype)));
   }
   if (IsReduction(config.collective)) {
     auto op = NcclOp(config.op);
@@ -358,10 +372,13 @@ absl::Status CudaBackend::Prepare(const CollectiveConfig& config) {
   m.layout = *layout;
   m.elem = DataTypeSize(config.dtype);
   if (config.in_place) {
-    RM_RETURN_IF_ERROR(Impl::Grow(&m.send, &m.send_capacity, layout->inplace_count * m.elem, m.rank));
+    RM_RETURN_IF_ERROR(Impl::Grow(&m.send, &m.send_capacity,
+                                  layout->inplace_count * m.elem, m.rank));
   } else {
-    RM_RETURN_IF_ERROR(Impl::Grow(&m.send, &m.send_capacity, layout->send_count * m.elem, m.rank));
-    RM_RETURN_IF_ERROR(Impl::Grow(&m.recv, &m.recv_capacity, layout->recv_count * m.elem, m.rank));
+    RM_RETURN_IF_ERROR(Impl::Grow(&m.send, &m.send_capacity,
+                                  layout->send_count * m.elem, m.rank));
+    RM_RETURN_IF_ERROR(Impl::Grow(&m.recv, &m.recv_capacity,
+                                  layout->recv_count * m.elem, m.rank));
   }
   RM_RETURN_IF_ERROR(m.FillInputs());
   RM_CUDA(cudaStreamSynchronize(m.stream), m.rank);
@@ -369,7 +386,8 @@ absl::Status CudaBackend::Prepare(const CollectiveConfig& config) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<double>> CudaBackend::TimeWindows(int iters, int windows,
+absl::StatusOr<std::vector<double>> CudaBackend::TimeWindows(int iters,
+                                                             int windows,
                                                              bool graph) {
   Impl& m = *impl_;
   if (!m.prepared) return absl::FailedPreconditionError("Prepare() first");
@@ -389,7 +407,8 @@ absl::StatusOr<std::vector<double>> CudaBackend::TimeWindows(int iters, int wind
   std::vector<double> out(windows);
   for (int w = 0; w < windows; ++w) {
     float ms = 0;
-    RM_CUDA(cudaEventElapsedTime(&ms, m.op_events[w], m.op_events[w + 1]), m.rank);
+    RM_CUDA(cudaEventElapsedTime(&ms, m.op_events[w], m.op_events[w + 1]),
+            m.rank);
     out[w] = static_cast<double>(ms) * 1e-3;
   }
   return out;
@@ -409,7 +428,9 @@ absl::StatusOr<std::vector<double>> CudaBackend::TimeEachOp(int iters) {
   std::vector<double> out(iters);
   for (int i = 0; i < iters; ++i) {
     float ms = 0;
-    RM_CUDA(cudaEventElapsedTime(&ms, m.op_events[2 * i], m.op_events[2 * i + 1]), m.rank);
+    RM_CUDA(
+        cudaEventElapsedTime(&ms, m.op_events[2 * i], m.op_events[2 * i + 1]),
+        m.rank);
     out[i] = static_cast<double>(ms) * 1e-3;
   }
   return out;
@@ -423,16 +444,19 @@ absl::StatusOr<int64_t> CudaBackend::Verify() {
   unsigned long long wrong = 0;
   if (m.layout.check_output) {
     char* out = m.Out();
-    if (FindFault(m.faults, Fault::Kind::kCorrupt, m.rank) && m.layout.recv_count > 0) {
-      RM_CUDA(LaunchCorruptElement(out, m.config.dtype, m.layout.recv_count / 2, m.stream),
+    if (FindFault(m.faults, Fault::Kind::kCorrupt, m.rank) &&
+        m.layout.recv_count > 0) {
+      RM_CUDA(LaunchCorruptElement(out, m.config.dtype, m.layout.recv_count / 2,
+                                   m.stream),
               m.rank);
     }
-    RM_CUDA(cudaMemsetAsync(m.d_wrong, 0, sizeof(unsigned long long), m.stream), m.rank);
-    RM_CUDA(LaunchCountWrong(out, m.config.dtype, m.layout.recv_count, m.layout.check,
-                             m.d_wrong, m.stream),
+    RM_CUDA(cudaMemsetAsync(m.d_wrong, 0, sizeof(unsigned long long), m.stream),
             m.rank);
-    RM_CUDA(cudaMemcpyAsync(&wrong, m.d_wrong, sizeof wrong, cudaMemcpyDeviceToHost,
-                            m.stream),
+    RM_CUDA(LaunchCountWrong(out, m.config.dtype, m.layout.recv_count,
+                             m.layout.check, m.d_wrong, m.stream),
+            m.rank);
+    RM_CUDA(cudaMemcpyAsync(&wrong, m.d_wrong, sizeof wrong,
+                            cudaMemcpyDeviceToHost, m.stream),
             m.rank);
   }
   RM_CUDA(cudaStreamSynchronize(m.stream), m.rank);

@@ -40,7 +40,8 @@ class CudaBackend : public CollectiveBackend {
   // (ncclCommSplit): collective over all ranks of this backend; members get
   // a backend on the same GPU with its own communicator and buffers,
   // others nullptr. `setup_s` receives the split time.
-  absl::StatusOr<std::unique_ptr<CudaBackend>> Split(bool member, double* setup_s);
+  absl::StatusOr<std::unique_ptr<CudaBackend>> Split(bool member,
+                                                     double* setup_s);
 
   // Aborts the communicator (unblocks peers' pending operations).
   void Abort();

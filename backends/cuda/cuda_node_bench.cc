@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/nvml.h"
 #include "core/names.h"
 #include "core/placement.h"
@@ -29,25 +30,9 @@
 namespace ringmaster {
 namespace {
 
-absl::Status CudaError(cudaError_t err, const char* expr, const char* file, int line, int rank) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrFormat("%s:%d: rank %d: %s: %s", file, line, rank, expr,
-                                             cudaGetErrorString(err)));
-}
-#define RM_CU(expr)                                                                 \
-  do {                                                                              \
-    absl::Status s_ = CudaError((expr), #expr, __FILE__, __LINE__, rank_);          \
-    if (!s_.ok()) return s_;                                                        \
-  } while (0)
-#define RM_LT(expr)                                                                   \
-  do {                                                                                \
-    cublasStatus_t st_ = (expr);                                                      \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                               \
-      return absl::InternalError(absl::StrFormat("%s:%d: rank %d: %s: cuBLAS status %d", \
-                                                 __FILE__, __LINE__, rank_, #expr,    \
-                                                 static_cast<int>(st_)));             \
-    }                                                                                 \
-  } while (0)
+// Errors name the call, file:line and this rank.
+#define RM_CU(expr) RM_CUDA(expr, rank_)
+#define RM_LT(expr) RM_CUBLAS(expr, rank_)
 
 // Spin kernels give up after this much GPU time, so a rank that never
 // releases its stream cannot hang the GPU forever.
@@ -80,13 +65,29 @@ double NvlinkLinkGbps(int major) {
 double PcieGbps(unsigned gen, unsigned width) {
   double gts = 0, enc = 128.0 / 130.0;
   switch (gen) {
-    case 1: gts = 2.5; enc = 0.8; break;
-    case 2: gts = 5.0; enc = 0.8; break;
-    case 3: gts = 8.0; break;
-    case 4: gts = 16.0; break;
-    case 5: gts = 32.0; break;
-    case 6: gts = 64.0; enc = 242.0 / 256.0; break;
-    default: return 0;
+    case 1:
+      gts = 2.5;
+      enc = 0.8;
+      break;
+    case 2:
+      gts = 5.0;
+      enc = 0.8;
+      break;
+    case 3:
+      gts = 8.0;
+      break;
+    case 4:
+      gts = 16.0;
+      break;
+    case 5:
+      gts = 32.0;
+      break;
+    case 6:
+      gts = 64.0;
+      enc = 242.0 / 256.0;
+      break;
+    default:
+      return 0;
   }
   return gts * width * enc / 8.0;
 }
@@ -106,7 +107,8 @@ std::vector<Transfer> PatternTransfers(const v1::Case& c, int n) {
   switch (c.pattern()) {
     case v1::ALL_TO_ONE:
       for (int r = 0; r < n; ++r) {
-        if (r != c.dst_rank()) add(r, c.dst_rank(), r < c.dst_rank() ? r : r - 1);
+        if (r != c.dst_rank())
+          add(r, c.dst_rank(), r < c.dst_rank() ? r : r - 1);
       }
       break;
     case v1::ONE_TO_ALL:
@@ -133,7 +135,8 @@ struct CudaNodeBench::Impl {
   int rank_ = 0, size_ = 1, device_ = 0, sms_ = 0, cc_major_ = 0;
   std::string bus_id_;
   std::vector<std::string> hosts_, bus_ids_;
-  std::vector<int> peer_device_;  // each rank's GPU in this process's numbering, -1 if none
+  std::vector<int>
+      peer_device_;  // each rank's GPU in this process's numbering, -1 if none
 
   v1::Case case_;
   BenchSetup setup_;
@@ -224,8 +227,10 @@ struct CudaNodeBench::Impl {
     rank_ = control.rank();
     size_ = control.size();
     RM_CU(cudaSetDevice(device_));
-    RM_CU(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device_));
-    RM_CU(cudaDeviceGetAttribute(&cc_major_, cudaDevAttrComputeCapabilityMajor, device_));
+    RM_CU(
+        cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device_));
+    RM_CU(cudaDeviceGetAttribute(&cc_major_, cudaDevAttrComputeCapabilityMajor,
+                                 device_));
     char bus[32] = {};
     RM_CU(cudaDeviceGetPCIBusId(bus, sizeof bus, device_));
     bus_id_ = bus;
@@ -240,15 +245,18 @@ struct CudaNodeBench::Impl {
     peer_device_.assign(size_, -1);
     for (int r = 0; r < size_; ++r) {
       int d = -1;
-      if (hosts_[r] == hosts_[rank_] && cudaDeviceGetByPCIBusId(&d, bus_ids_[r].c_str()) == cudaSuccess) {
+      if (hosts_[r] == hosts_[rank_] &&
+          cudaDeviceGetByPCIBusId(&d, bus_ids_[r].c_str()) == cudaSuccess) {
         peer_device_[r] = d;
       }
       cudaGetLastError();  // a GPU not visible here is not an error
     }
     int* flag = nullptr;
-    RM_CU(cudaHostAlloc(&flag, 2 * sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable));
+    RM_CU(cudaHostAlloc(&flag, 2 * sizeof(int),
+                        cudaHostAllocMapped | cudaHostAllocPortable));
     flag_ = flag;
-    RM_CU(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flag_dev_), flag, 0));
+    RM_CU(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flag_dev_), flag,
+                                   0));
     RM_CU(cudaMalloc(&wrong_, sizeof(unsigned long long)));
     RM_CU(cudaMalloc(&sink_, sizeof(uint64_t)));
     return absl::OkStatus();
@@ -270,8 +278,9 @@ struct CudaNodeBench::Impl {
 
   std::string Placement() const {
     int node = PciNumaNode(bus_id_);
-    return absl::StrFormat("%s; gpu %s numa %s", CpuPlacement(), bus_id_,
-                           node >= 0 ? absl::StrFormat("%d", node) : std::string("?"));
+    return absl::StrFormat(
+        "%s; gpu %s numa %s", CpuPlacement(), bus_id_,
+        node >= 0 ? absl::StrFormat("%d", node) : std::string("?"));
   }
 
   // ---- Copy buffers and IPC ---------------------------------------------
@@ -293,7 +302,9 @@ struct CudaNodeBench::Impl {
 
   // Destination slots for cases that use one: the current count when the
   // size is unchanged (no reallocation), else 1.
-  int SlotsFor(int64_t size) const { return size == buf_size_ && buf_slots_ > 0 ? buf_slots_ : 1; }
+  int SlotsFor(int64_t size) const {
+    return size == buf_size_ && buf_slots_ > 0 ? buf_slots_ : 1;
+  }
 
   // Collective: every rank calls it with the same size and slots.
   absl::Status EnsureCopyBuffers(int64_t size, int slots) {
@@ -327,7 +338,8 @@ struct CudaNodeBench::Impl {
     RM_CU(cudaIpcGetMemHandle(&h[0], src_));
     RM_CU(cudaIpcGetMemHandle(&h[1], dst_));
     RM_CU(cudaIpcGetMemHandle(&h[2], chain_));
-    auto all = control.AllGatherStrings(std::string(reinterpret_cast<char*>(h), sizeof h));
+    auto all = control.AllGatherStrings(
+        std::string(reinterpret_cast<char*>(h), sizeof h));
     if (!all.ok()) return all.status();
     peer_src_.assign(size_, nullptr);
     peer_dst_.assign(size_, nullptr);
@@ -366,7 +378,8 @@ struct CudaNodeBench::Impl {
     std::shuffle(order.begin() + 1, order.end(), rng);
     std::vector<uint64_t> words(kChaseBytes / 8, 0);
     for (int64_t i = 0; i < nodes; ++i) {
-      words[order[i] * step] = static_cast<uint64_t>(order[(i + 1) % nodes] * step);
+      words[order[i] * step] =
+          static_cast<uint64_t>(order[(i + 1) % nodes] * step);
     }
     return words;
   }
@@ -390,7 +403,8 @@ struct CudaNodeBench::Impl {
     if (pinned_) cudaFreeHost(pinned_);
     pinned_ = nullptr;
     pinned_size_ = 0;
-    RM_CU(cudaHostAlloc(&pinned_, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+    RM_CU(cudaHostAlloc(&pinned_, bytes,
+                        cudaHostAllocMapped | cudaHostAllocPortable));
     std::memset(pinned_, 0, bytes);  // first touch: this rank's NUMA node
     pinned_size_ = bytes;
     return absl::OkStatus();
@@ -399,15 +413,18 @@ struct CudaNodeBench::Impl {
   // ---- Path ceilings --------------------------------------------------------
 
   // NVLink (links x per-link rate) or PCIe between this GPU and rank r's.
-  void PeerPath(int r, std::string* path, double* gbps, std::string* source) const {
+  void PeerPath(int r, std::string* path, double* gbps,
+                std::string* source) const {
     auto nv = NvmlNvlink(bus_id_, bus_ids_[r]);
     const double rate = NvlinkLinkGbps(cc_major_);
-    if (nv && rate > 0 && (nv->links_to_peer > 0 || (nv->p2p_nvlink && nv->active_links > 0))) {
+    if (nv && rate > 0 &&
+        (nv->links_to_peer > 0 || (nv->p2p_nvlink && nv->active_links > 0))) {
       *path = "nvlink";
       if (nv->links_to_peer > 0) {
         *gbps = nv->links_to_peer * rate;
         *source = absl::StrFormat(
-            "NVML: %d active NVLink links to the peer x %.0f GB/s per direction "
+            "NVML: %d active NVLink links to the peer x %.0f GB/s per "
+            "direction "
             "(NVLink of compute capability %d.x; NVML version code %u)",
             nv->links_to_peer, rate, cc_major_, nv->version);
       } else {
@@ -415,9 +432,12 @@ struct CudaNodeBench::Impl {
         // remapped by a hypervisor): the GPU's whole NVLink bandwidth.
         *gbps = nv->active_links * rate;
         *source = absl::StrFormat(
-            "NVML: NVLink P2P to the peer; %d active links (remote ends %s, not the peer's id) "
-            "x %.0f GB/s per direction (compute capability %d.x; NVML version code %u)",
-            nv->active_links, nv->remote_ends.empty() ? "unknown" : nv->remote_ends, rate,
+            "NVML: NVLink P2P to the peer; %d active links (remote ends %s, "
+            "not the peer's id) "
+            "x %.0f GB/s per direction (compute capability %d.x; NVML version "
+            "code %u)",
+            nv->active_links,
+            nv->remote_ends.empty() ? "unknown" : nv->remote_ends, rate,
             cc_major_, nv->version);
       }
       return;
@@ -425,8 +445,8 @@ struct CudaNodeBench::Impl {
     *path = "pcie";
     PciePath(gbps, source);
     if (nv) {
-      *source += absl::StrFormat("; NVML: %d active NVLink links, none to the peer",
-                                 nv->active_links);
+      *source += absl::StrFormat(
+          "; NVML: %d active NVLink links, none to the peer", nv->active_links);
     }
   }
 
@@ -438,22 +458,26 @@ struct CudaNodeBench::Impl {
       return;
     }
     *gbps = PcieGbps(link->first, link->second);
-    *source = absl::StrFormat("NVML: PCIe gen %u x%u max link, per direction after encoding",
-                              link->first, link->second);
+    *source = absl::StrFormat(
+        "NVML: PCIe gen %u x%u max link, per direction after encoding",
+        link->first, link->second);
   }
 
   double HbmGbps(std::string* source) const {
     int khz = 0, bits = 0;
-    if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device_) != cudaSuccess ||
-        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device_) != cudaSuccess ||
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device_) !=
+            cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth,
+                               device_) != cudaSuccess ||
         khz <= 0 || bits <= 0) {
       cudaGetLastError();
       *source = "memory clock unknown";
       return 0;
     }
     double gbps = 2.0 * khz * 1e3 * bits / 8 / 1e9;  // double data rate
-    *source = absl::StrFormat("%d-bit bus x %d MHz x 2 (DDR) = %.0f GB/s read+write", bits,
-                              khz / 1000, gbps);
+    *source =
+        absl::StrFormat("%d-bit bus x %d MHz x 2 (DDR) = %.0f GB/s read+write",
+                        bits, khz / 1000, gbps);
     return gbps;
   }
 
@@ -470,25 +494,45 @@ struct CudaNodeBench::Impl {
     setup_.placement = Placement();
     v1::CopyMethod m = c.method();
     if (m == v1::CPU) {
-      return absl::UnimplementedError("method cpu runs on the host backend (backend: host)");
+      return absl::UnimplementedError(
+          "method cpu runs on the host backend (backend: host)");
     }
     if (m == v1::COPY_METHOD_UNSPECIFIED) {
       switch (c.bench()) {
-        case v1::BENCH_LATENCY: case v1::BENCH_TRIAD: m = v1::SM; break;
-        case v1::BENCH_GEMM: break;
-        default: m = v1::COPY_ENGINE; break;
+        case v1::BENCH_LATENCY:
+        case v1::BENCH_TRIAD:
+          m = v1::SM;
+          break;
+        case v1::BENCH_GEMM:
+          break;
+        default:
+          m = v1::COPY_ENGINE;
+          break;
       }
     }
     setup_.method = m;
     absl::Status s;
     switch (c.bench()) {
-      case v1::BENCH_P2P: s = PrepareP2p(c, m, /*latency=*/false); break;
-      case v1::BENCH_LATENCY: s = PrepareLatency(c, m); break;
-      case v1::BENCH_HOST_DEVICE: s = PrepareHostDevice(c, m); break;
-      case v1::BENCH_LOCAL_COPY: s = PrepareLocalCopy(c, m); break;
-      case v1::BENCH_TRIAD: s = PrepareTriad(c); break;
-      case v1::BENCH_GEMM: s = PrepareGemm(c); break;
-      default: s = absl::InvalidArgumentError("not a node benchmark");
+      case v1::BENCH_P2P:
+        s = PrepareP2p(c, m, /*latency=*/false);
+        break;
+      case v1::BENCH_LATENCY:
+        s = PrepareLatency(c, m);
+        break;
+      case v1::BENCH_HOST_DEVICE:
+        s = PrepareHostDevice(c, m);
+        break;
+      case v1::BENCH_LOCAL_COPY:
+        s = PrepareLocalCopy(c, m);
+        break;
+      case v1::BENCH_TRIAD:
+        s = PrepareTriad(c);
+        break;
+      case v1::BENCH_GEMM:
+        s = PrepareGemm(c);
+        break;
+      default:
+        s = absl::InvalidArgumentError("not a node benchmark");
     }
     if (!s.ok()) return s;
     RM_CU(cudaDeviceSynchronize());
@@ -500,19 +544,25 @@ struct CudaNodeBench::Impl {
     return setup_;
   }
 
-  std::function<cudaError_t(cudaStream_t)> CopyOp(v1::CopyMethod m, void* dst, const void* src,
+  std::function<cudaError_t(cudaStream_t)> CopyOp(v1::CopyMethod m, void* dst,
+                                                  const void* src,
                                                   int64_t bytes) {
     if (m == v1::SM) {
       const int threads = EnvInt("RINGMASTER_SM_COPY_THREADS", 512);
       const int blocks = sms_ * EnvInt("RINGMASTER_SM_COPY_BLOCKS_PER_SM", 1);
-      return [=](cudaStream_t s) { return LaunchSmCopy(dst, src, bytes, blocks, threads, s); };
+      return [=](cudaStream_t s) {
+        return LaunchSmCopy(dst, src, bytes, blocks, threads, s);
+      };
     }
-    return [=](cudaStream_t s) { return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s); };
+    return [=](cudaStream_t s) {
+      return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
+    };
   }
 
   // Checks that `c`'s ranks are on this host with peer access; the same
   // decision on every rank.
-  absl::Status CheckPeers(const std::vector<Transfer>& transfers, bool* no_peer_access = nullptr) {
+  absl::Status CheckPeers(const std::vector<Transfer>& transfers,
+                          bool* no_peer_access = nullptr) {
     for (const Transfer& t : transfers) {
       for (int r : {t.to, t.from}) {
         if (r < 0 || r >= size_) {
@@ -520,9 +570,11 @@ struct CudaNodeBench::Impl {
               "rank %d does not exist in this launch of %d ranks", r, size_));
         }
         if (hosts_[r] != hosts_[t.issuer]) {
-          return absl::UnimplementedError(absl::StrFormat(
-              "ranks %d and %d are on different hosts (%s, %s): P2P copies measure GPU pairs "
-              "within a node", t.issuer, r, hosts_[t.issuer], hosts_[r]));
+          return absl::UnimplementedError(
+              absl::StrFormat("ranks %d and %d are on different hosts (%s, "
+                              "%s): P2P copies measure GPU pairs "
+                              "within a node",
+                              t.issuer, r, hosts_[t.issuer], hosts_[r]));
         }
       }
     }
@@ -532,22 +584,27 @@ struct CudaNodeBench::Impl {
       int other = t.to == rank_ ? t.from : t.to;
       int dev = peer_device_[other];
       if (dev < 0) {
-        return absl::UnimplementedError(absl::StrFormat(
-            "rank %d's GPU (%s) is not visible to rank %d (CUDA_VISIBLE_DEVICES?): peer "
-            "copies need every GPU of the node visible", other, bus_ids_[other], rank_));
+        return absl::UnimplementedError(
+            absl::StrFormat("rank %d's GPU (%s) is not visible to rank %d "
+                            "(CUDA_VISIBLE_DEVICES?): peer "
+                            "copies need every GPU of the node visible",
+                            other, bus_ids_[other], rank_));
       }
       int can = 0;
       RM_CU(cudaDeviceCanAccessPeer(&can, device_, dev));
       // RINGMASTER_P2P_HOST_PATH=1 takes the host path even with peer
       // access (to test it on machines where every pair has P2P).
-      if (no_peer_access != nullptr && (!can || EnvInt("RINGMASTER_P2P_HOST_PATH", 0) == 1)) {
+      if (no_peer_access != nullptr &&
+          (!can || EnvInt("RINGMASTER_P2P_HOST_PATH", 0) == 1)) {
         *no_peer_access = true;
         continue;
       }
       if (!can) {
-        return absl::UnimplementedError(absl::StrFormat(
-            "no peer access from GPU %s to GPU %s (cudaDeviceCanAccessPeer = 0); their host "
-            "path is what bench: host_device measures", bus_id_, bus_ids_[other]));
+        return absl::UnimplementedError(
+            absl::StrFormat("no peer access from GPU %s to GPU %s "
+                            "(cudaDeviceCanAccessPeer = 0); their host "
+                            "path is what bench: host_device measures",
+                            bus_id_, bus_ids_[other]));
       }
     }
     return absl::OkStatus();
@@ -555,13 +612,15 @@ struct CudaNodeBench::Impl {
 
   absl::Status PrepareP2p(const v1::Case& c, v1::CopyMethod m, bool latency) {
     if (c.pattern() != v1::PAIR && c.bidirectional()) {
-      return absl::UnimplementedError("bidirectional traffic is measured between pairs");
+      return absl::UnimplementedError(
+          "bidirectional traffic is measured between pairs");
     }
     std::vector<Transfer> transfers = PatternTransfers(c, size_);
     // Every rank agrees on the peers before anyone maps memory.
     bool no_peer = false;
     absl::Status local = CheckPeers(transfers, &no_peer);
-    auto bad = control.AllGatherStrings(local.ok() ? "" : std::string(local.message()));
+    auto bad = control.AllGatherStrings(
+        local.ok() ? "" : std::string(local.message()));
     if (!bad.ok()) return bad.status();
     for (const auto& msg : *bad) {
       if (!msg.empty()) return absl::UnimplementedError(msg);
@@ -570,10 +629,12 @@ struct CudaNodeBench::Impl {
     if (!any_no_peer.ok()) return any_no_peer.status();
     if (*any_no_peer > 0) {
       if (c.pattern() != v1::PAIR || c.bidirectional() || latency) {
-        return absl::UnimplementedError(absl::StrFormat(
-            "no peer access between GPUs %s and %s: the host path is measured for one-way "
-            "pairs", bus_ids_[c.src_rank() >= 0 ? c.src_rank() : 0],
-            bus_ids_[c.dst_rank() >= 0 ? c.dst_rank() : 0]));
+        return absl::UnimplementedError(
+            absl::StrFormat("no peer access between GPUs %s and %s: the host "
+                            "path is measured for one-way "
+                            "pairs",
+                            bus_ids_[c.src_rank() >= 0 ? c.src_rank() : 0],
+                            bus_ids_[c.dst_rank() >= 0 ? c.dst_rank() : 0]));
       }
       return PrepareHostStaged(c);
     }
@@ -586,7 +647,8 @@ struct CudaNodeBench::Impl {
     double ceiling = 0;
     for (const Transfer& t : transfers) {
       if (t.issuer != rank_) continue;
-      uint8_t* to = (t.to == rank_ ? dst_ : peer_dst_[t.to]) + t.slot * buf_size_;
+      uint8_t* to =
+          (t.to == rank_ ? dst_ : peer_dst_[t.to]) + t.slot * buf_size_;
       const uint8_t* from = t.from == rank_ ? src_ : peer_src_[t.from];
       work_.emplace_back();
       work_.back().push_back(CopyOp(m, to, from, buf_size_));
@@ -596,7 +658,8 @@ struct CudaNodeBench::Impl {
       ceiling += g;
       ++mine;
     }
-    if (auto s = EnsureStreams(static_cast<int>(work_.size())); !s.ok()) return s;
+    if (auto s = EnsureStreams(static_cast<int>(work_.size())); !s.ok())
+      return s;
     setup_.active = mine > 0;
     // Latency cases report time per copy, not bandwidth.
     setup_.bytes_per_op = latency ? 0 : buf_size_ * mine;
@@ -613,27 +676,32 @@ struct CudaNodeBench::Impl {
   // destination's.
   absl::Status PrepareHostStaged(const v1::Case& c) {
     const int64_t size = c.size_bytes();
-    if (auto s = EnsureCopyBuffers(size, std::max(1, size_ - 1)); !s.ok()) return s;
+    if (auto s = EnsureCopyBuffers(size, std::max(1, size_ - 1)); !s.ok())
+      return s;
     ReleaseStaged();
     const bool src = rank_ == c.src_rank(), dst = rank_ == c.dst_rank();
     // /dev/shm must hold the buffer (a full one turns the first touch into
     // SIGBUS); every rank checks, so all agree.
     struct statvfs fs {};
-    const double shm_free =
-        statvfs("/dev/shm", &fs) == 0 ? static_cast<double>(fs.f_bavail) * fs.f_frsize : 0;
+    const double shm_free = statvfs("/dev/shm", &fs) == 0
+                                ? static_cast<double>(fs.f_bavail) * fs.f_frsize
+                                : 0;
     auto least = control.AllGather(shm_free);
     if (!least.ok()) return least.status();
-    if (*std::min_element(least->begin(), least->end()) < static_cast<double>(size)) {
+    if (*std::min_element(least->begin(), least->end()) <
+        static_cast<double>(size)) {
       return absl::UnimplementedError(absl::StrFormat(
           "the host path needs %d bytes of /dev/shm; less is free", size));
     }
     std::string name;
     if (src) {
-      name = absl::StrFormat("/ringmaster-%d-%d-%d", getpid(), rank_, static_cast<int>(c.seq()));
+      name = absl::StrFormat("/ringmaster-%d-%d-%d", getpid(), rank_,
+                             static_cast<int>(c.seq()));
       int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
       if (fd < 0 || ftruncate(fd, size) != 0) {
         if (fd >= 0) close(fd);
-        return absl::InternalError(absl::StrFormat("shm_open %s: %s", name, strerror(errno)));
+        return absl::InternalError(
+            absl::StrFormat("shm_open %s: %s", name, strerror(errno)));
       }
       staged_fd_ = fd;
     }
@@ -643,12 +711,16 @@ struct CudaNodeBench::Impl {
       name = (*names)[c.src_rank()];
       staged_fd_ = shm_open(name.c_str(), O_RDWR, 0600);
       if (staged_fd_ < 0) {
-        return absl::InternalError(absl::StrFormat("shm_open %s: %s", name, strerror(errno)));
+        return absl::InternalError(
+            absl::StrFormat("shm_open %s: %s", name, strerror(errno)));
       }
     }
     if (src || dst) {
-      void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, staged_fd_, 0);
-      if (p == MAP_FAILED) return absl::InternalError(absl::StrFormat("mmap: %s", strerror(errno)));
+      void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                     staged_fd_, 0);
+      if (p == MAP_FAILED)
+        return absl::InternalError(
+            absl::StrFormat("mmap: %s", strerror(errno)));
       staged_ = static_cast<uint8_t*>(p);
       staged_size_ = size;
       RM_CU(cudaHostRegister(staged_, size, cudaHostRegisterPortable));
@@ -663,7 +735,8 @@ struct CudaNodeBench::Impl {
     staged_dst_ = c.dst_rank();
     setup_.active = src;
     setup_.bytes_per_op = size;
-    setup_.path = "host-staged (no peer access: GPU -> shared pinned memory -> GPU)";
+    setup_.path =
+        "host-staged (no peer access: GPU -> shared pinned memory -> GPU)";
     double g = 0;
     PciePath(&g, &setup_.ceiling_source);
     setup_.ceiling_gbps = g / 2;  // two PCIe crossings in sequence
@@ -687,17 +760,21 @@ struct CudaNodeBench::Impl {
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) {
       if (rank_ == staged_src_) {
-        RM_CU(cudaMemcpyAsync(staged_, src_, buf_size_, cudaMemcpyDeviceToHost, streams_[0]));
+        RM_CU(cudaMemcpyAsync(staged_, src_, buf_size_, cudaMemcpyDeviceToHost,
+                              streams_[0]));
         RM_CU(cudaStreamSynchronize(streams_[0]));
       }
       if (auto b = control.Barrier(); !b.ok()) return b;
       if (rank_ == staged_dst_) {
-        RM_CU(cudaMemcpyAsync(dst_, staged_, buf_size_, cudaMemcpyHostToDevice, streams_[0]));
+        RM_CU(cudaMemcpyAsync(dst_, staged_, buf_size_, cudaMemcpyHostToDevice,
+                              streams_[0]));
         RM_CU(cudaStreamSynchronize(streams_[0]));
       }
       if (auto b = control.Barrier(); !b.ok()) return b;
     }
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
     return rank_ == staged_src_ ? secs : 0.0;
   }
 
@@ -707,7 +784,9 @@ struct CudaNodeBench::Impl {
       setup_.path = "pcie-host";
       if (m == v1::COPY_ENGINE) {
         // Issue-to-completion time of one small host-to-device copy.
-        if (auto s = EnsurePinned(std::max<int64_t>(c.size_bytes(), 8)); !s.ok()) return s;
+        if (auto s = EnsurePinned(std::max<int64_t>(c.size_bytes(), 8));
+            !s.ok())
+          return s;
         // A small copy fits any buffer already there.
         const int64_t size = std::max<int64_t>(c.size_bytes(), buf_size_);
         if (auto s = EnsureCopyBuffers(size, SlotsFor(size)); !s.ok()) return s;
@@ -721,9 +800,11 @@ struct CudaNodeBench::Impl {
       }
       if (host_chain_ == nullptr) {
         std::vector<uint64_t> w = ChainWords();
-        RM_CU(cudaHostAlloc(&host_chain_, kChaseBytes, cudaHostAllocMapped | cudaHostAllocPortable));
+        RM_CU(cudaHostAlloc(&host_chain_, kChaseBytes,
+                            cudaHostAllocMapped | cudaHostAllocPortable));
         std::memcpy(host_chain_, w.data(), kChaseBytes);
-        RM_CU(cudaHostGetDevicePointer(reinterpret_cast<void**>(&host_chain_dev_), host_chain_, 0));
+        RM_CU(cudaHostGetDevicePointer(
+            reinterpret_cast<void**>(&host_chain_dev_), host_chain_, 0));
       }
       chase_base_ = host_chain_dev_;
     } else {
@@ -737,13 +818,15 @@ struct CudaNodeBench::Impl {
       }
       std::vector<Transfer> t = {{c.src_rank(), c.dst_rank(), 0, c.dst_rank()}};
       absl::Status local = CheckPeers(t);
-      auto bad = control.AllGatherStrings(local.ok() ? "" : std::string(local.message()));
+      auto bad = control.AllGatherStrings(
+          local.ok() ? "" : std::string(local.message()));
       if (!bad.ok()) return bad.status();
       for (const auto& msg : *bad) {
         if (!msg.empty()) return absl::UnimplementedError(msg);
       }
       if (buf_size_ == 0) {
-        if (auto s = EnsureCopyBuffers(4096, std::max(1, size_ - 1)); !s.ok()) return s;
+        if (auto s = EnsureCopyBuffers(4096, std::max(1, size_ - 1)); !s.ok())
+          return s;
       }
       if (auto s = EnsureIpc(); !s.ok()) return s;
       setup_.active = rank_ == c.src_rank();
@@ -754,8 +837,8 @@ struct CudaNodeBench::Impl {
         chase_base_ = peer_chain_[c.dst_rank()];
       }
     }
-    setup_.path += absl::StrFormat(" (pointer chase, %d B stride over %d KiB)", kChaseStride,
-                                   kChaseBytes >> 10);
+    setup_.path += absl::StrFormat(" (pointer chase, %d B stride over %d KiB)",
+                                   kChaseStride, kChaseBytes >> 10);
     setup_.hops_per_op = kChaseHops;
     expected_chase_end_ = ChaseEnd(kChaseHops);
     if (auto s = EnsureStreams(1); !s.ok()) return s;
@@ -763,8 +846,9 @@ struct CudaNodeBench::Impl {
       const uint64_t* base = chase_base_;
       uint64_t* sink = sink_;
       work_.emplace_back();
-      work_.back().push_back(
-          [=](cudaStream_t s) { return LaunchPointerChase(base, kChaseHops, sink, s); });
+      work_.back().push_back([=](cudaStream_t s) {
+        return LaunchPointerChase(base, kChaseHops, sink, s);
+      });
     }
     return absl::OkStatus();
   }
@@ -774,7 +858,8 @@ struct CudaNodeBench::Impl {
     const bool pinned = c.host_memory() != v1::PAGEABLE;
     if (m == v1::SM && !pinned) {
       return absl::UnimplementedError(
-          "an SM copy needs host memory the GPU can address: use memory: pinned");
+          "an SM copy needs host memory the GPU can address: use memory: "
+          "pinned");
     }
     setup_.active = c.pattern() == v1::ALL_RANKS || rank_ == c.src_rank();
     if (auto s = EnsureCopyBuffers(size, SlotsFor(size)); !s.ok()) return s;
@@ -787,7 +872,9 @@ struct CudaNodeBench::Impl {
       host = pageable_.data();
     }
     uint8_t* host_dev = host;
-    if (pinned && m == v1::SM) RM_CU(cudaHostGetDevicePointer(reinterpret_cast<void**>(&host_dev), host, 0));
+    if (pinned && m == v1::SM)
+      RM_CU(cudaHostGetDevicePointer(reinterpret_cast<void**>(&host_dev), host,
+                                     0));
     std::vector<bool> to_device = {c.direction() == v1::TO_DEVICE};
     if (c.bidirectional()) to_device = {true, false};
     if (setup_.active) {
@@ -833,7 +920,9 @@ struct CudaNodeBench::Impl {
 
   absl::Status PrepareTriad(const v1::Case& c) {
     const int64_t n = c.size_bytes() / static_cast<int64_t>(sizeof(float));
-    if (n < 1) return absl::InvalidArgumentError("triad needs at least one float per array");
+    if (n < 1)
+      return absl::InvalidArgumentError(
+          "triad needs at least one float per array");
     if (n != triad_n_) {
       cudaFree(triad_);
       triad_ = nullptr;
@@ -853,7 +942,9 @@ struct CudaNodeBench::Impl {
     const int blocks = sms_ * 4;
     if (setup_.active) {
       work_.emplace_back();
-      work_.back().push_back([=](cudaStream_t s) { return LaunchTriad(a, b, cc, 3.0f, n, blocks, s); });
+      work_.back().push_back([=](cudaStream_t s) {
+        return LaunchTriad(a, b, cc, 3.0f, n, blocks, s);
+      });
     }
     if (auto s = EnsureStreams(1); !s.ok()) return s;
     setup_.bytes_per_op = 3 * n * static_cast<int64_t>(sizeof(float));
@@ -877,8 +968,9 @@ struct CudaNodeBench::Impl {
 
   cudaError_t RunGemm(cudaStream_t s, const cublasLtMatmulAlgo_t* algo) {
     const float alpha = 1.0f, beta = 0.0f;
-    cublasStatus_t st = cublasLtMatmul(lt_, gdesc_, &alpha, ga_, la_, gb_, lb_, &beta, gd_, ld_,
-                                       gd_, ld_, algo, workspace_, workspace_size_, s);
+    cublasStatus_t st =
+        cublasLtMatmul(lt_, gdesc_, &alpha, ga_, la_, gb_, lb_, &beta, gd_, ld_,
+                       gd_, ld_, algo, workspace_, workspace_size_, s);
     return st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorLaunchFailure;
   }
 
@@ -892,22 +984,42 @@ struct CudaNodeBench::Impl {
     size_t ab_size, d_size;
     const bool fp8 = c.dtype() == v1::FLOAT8_E4M3;
     switch (c.dtype()) {
-      case v1::FLOAT32: ab = dt = CUDA_R_32F; ab_elem = d_elem = kGemmF32; ab_size = d_size = 4; break;
+      case v1::FLOAT32:
+        ab = dt = CUDA_R_32F;
+        ab_elem = d_elem = kGemmF32;
+        ab_size = d_size = 4;
+        break;
       case v1::TFLOAT32:
-        ab = dt = CUDA_R_32F; ab_elem = d_elem = kGemmF32; ab_size = d_size = 4;
+        ab = dt = CUDA_R_32F;
+        ab_elem = d_elem = kGemmF32;
+        ab_size = d_size = 4;
         compute = CUBLAS_COMPUTE_32F_FAST_TF32;
         break;
-      case v1::BFLOAT16: ab = dt = CUDA_R_16BF; ab_elem = d_elem = kGemmBf16; ab_size = d_size = 2; break;
-      case v1::FLOAT16: ab = dt = CUDA_R_16F; ab_elem = d_elem = kGemmF16; ab_size = d_size = 2; break;
+      case v1::BFLOAT16:
+        ab = dt = CUDA_R_16BF;
+        ab_elem = d_elem = kGemmBf16;
+        ab_size = d_size = 2;
+        break;
+      case v1::FLOAT16:
+        ab = dt = CUDA_R_16F;
+        ab_elem = d_elem = kGemmF16;
+        ab_size = d_size = 2;
+        break;
       case v1::FLOAT8_E4M3:
-        ab = CUDA_R_8F_E4M3; dt = CUDA_R_16BF; ab_elem = kGemmE4m3; d_elem = kGemmBf16;
-        ab_size = 1; d_size = 2;
+        ab = CUDA_R_8F_E4M3;
+        dt = CUDA_R_16BF;
+        ab_elem = kGemmE4m3;
+        d_elem = kGemmBf16;
+        ab_size = 1;
+        d_size = 2;
         break;
       default:
-        return absl::UnimplementedError(absl::StrFormat("no GEMM for %s", DataTypeName(c.dtype())));
+        return absl::UnimplementedError(
+            absl::StrFormat("no GEMM for %s", DataTypeName(c.dtype())));
     }
     if (fp8 && (m % 16 || n % 16 || k % 16)) {
-      return absl::UnimplementedError("fp8 GEMM needs m, n and k divisible by 16");
+      return absl::UnimplementedError(
+          "fp8 GEMM needs m, n and k divisible by 16");
     }
     if (!setup_.active) return absl::OkStatus();
     if (lt_ == nullptr) {
@@ -924,29 +1036,34 @@ struct CudaNodeBench::Impl {
     // k x m. Everything else is NN.
     cublasOperation_t ta = fp8 ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
     RM_LT(cublasLtMatmulDescCreate(&gdesc_, compute, CUDA_R_32F));
-    RM_LT(cublasLtMatmulDescSetAttribute(gdesc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    RM_LT(cublasLtMatmulDescSetAttribute(gdesc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    RM_LT(fp8 ? cublasLtMatrixLayoutCreate(&la_, ab, k, m, k) : cublasLtMatrixLayoutCreate(&la_, ab, m, k, m));
+    RM_LT(cublasLtMatmulDescSetAttribute(gdesc_, CUBLASLT_MATMUL_DESC_TRANSA,
+                                         &ta, sizeof ta));
+    RM_LT(cublasLtMatmulDescSetAttribute(gdesc_, CUBLASLT_MATMUL_DESC_TRANSB,
+                                         &tb, sizeof tb));
+    RM_LT(fp8 ? cublasLtMatrixLayoutCreate(&la_, ab, k, m, k)
+              : cublasLtMatrixLayoutCreate(&la_, ab, m, k, m));
     RM_LT(cublasLtMatrixLayoutCreate(&lb_, ab, k, n, k));
     RM_LT(cublasLtMatrixLayoutCreate(&ld_, dt, m, n, m));
-    gref_ = GemmRefArgs{ga_, ab_elem, fp8 ? k : 1, fp8 ? 1 : m,
-                        gb_, ab_elem, 1, k,
-                        gd_, d_elem, 1, m, m, n, k};
+    gref_ =
+        GemmRefArgs{ga_, ab_elem, fp8 ? k : 1, fp8 ? 1 : m, gb_, ab_elem, 1, k,
+                    gd_, d_elem,  1,           m,           m,   n,       k};
 
     // The heuristic's candidates, each timed; the fastest is kept (what
     // torch's cuBLASLt path gets from the heuristic alone, or better).
     cublasLtMatmulPreference_t pref;
     RM_LT(cublasLtMatmulPreferenceCreate(&pref));
-    RM_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                               &workspace_size_, sizeof workspace_size_));
+    RM_LT(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_size_,
+        sizeof workspace_size_));
     cublasLtMatmulHeuristicResult_t results[8];
     int found = 0;
-    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt_, gdesc_, la_, lb_, ld_, ld_, pref, 8,
-                                                       results, &found);
+    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(
+        lt_, gdesc_, la_, lb_, ld_, ld_, pref, 8, results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
-      return absl::UnimplementedError(absl::StrFormat(
-          "cuBLASLt has no algorithm for %s %dx%dx%d here", DataTypeName(c.dtype()), m, n, k));
+      return absl::UnimplementedError(
+          absl::StrFormat("cuBLASLt has no algorithm for %s %dx%dx%d here",
+                          DataTypeName(c.dtype()), m, n, k));
     }
     if (auto s = EnsureStreams(1); !s.ok()) return s;
     cudaStream_t st = streams_[0];
@@ -956,7 +1073,8 @@ struct CudaNodeBench::Impl {
       if (RunGemm(st, &results[i].algo) != cudaSuccess) continue;  // warm-up
       RM_CU(cudaEventRecord(starts_[0], st));
       bool ok = true;
-      for (int r = 0; r < 3 && ok; ++r) ok = RunGemm(st, &results[i].algo) == cudaSuccess;
+      for (int r = 0; r < 3 && ok; ++r)
+        ok = RunGemm(st, &results[i].algo) == cudaSuccess;
       RM_CU(cudaEventRecord(stops_[0], st));
       RM_CU(cudaEventSynchronize(stops_[0]));
       float ms = 0;
@@ -970,10 +1088,11 @@ struct CudaNodeBench::Impl {
     galgo_ = results[best].algo;
     const cublasLtMatmulAlgo_t* algo = &galgo_;
     work_.emplace_back();
-    work_.back().push_back([this, algo](cudaStream_t s) { return RunGemm(s, algo); });
+    work_.back().push_back(
+        [this, algo](cudaStream_t s) { return RunGemm(s, algo); });
     setup_.flops_per_op = 2.0 * m * n * k;
-    setup_.path = absl::StrFormat("cublasLt (fastest of %d heuristic candidates: #%d)", found,
-                                  best);
+    setup_.path = absl::StrFormat(
+        "cublasLt (fastest of %d heuristic candidates: #%d)", found, best);
     return absl::OkStatus();
   }
 
@@ -992,8 +1111,11 @@ struct CudaNodeBench::Impl {
           for (auto& op : work_[k]) RM_CU(op(streams_[k]));
         }
       }
-      for (size_t k = 0; k < work_.size(); ++k) RM_CU(cudaStreamSynchronize(streams_[k]));
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      for (size_t k = 0; k < work_.size(); ++k)
+        RM_CU(cudaStreamSynchronize(streams_[k]));
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                           t0)
+          .count();
     }
     flag_[0] = 0;
     flag_[1] = 0;
@@ -1022,13 +1144,15 @@ struct CudaNodeBench::Impl {
       RM_CU(cudaEventElapsedTime(&ms, starts_[k], stops_[k]));
       secs = std::max(secs, ms / 1e3);
     }
-    if (flag_[1] != 0) return absl::DeadlineExceededError("the spin kernel timed out");
+    if (flag_[1] != 0)
+      return absl::DeadlineExceededError("the spin kernel timed out");
     return secs;
   }
 
   // ---- Verification -----------------------------------------------------
 
-  absl::StatusOr<int64_t> CountDevice(const uint8_t* data, int64_t bytes, uint32_t seed) {
+  absl::StatusOr<int64_t> CountDevice(const uint8_t* data, int64_t bytes,
+                                      uint32_t seed) {
     RM_CU(cudaMemset(wrong_, 0, sizeof *wrong_));
     RM_CU(LaunchCountPattern(data, bytes, seed, wrong_, nullptr));
     unsigned long long w = 0;
@@ -1059,13 +1183,16 @@ struct CudaNodeBench::Impl {
           if (!t.ok()) return t.status();
           if (!setup_.active) return 0;
           std::vector<uint8_t> got(c.size_bytes());
-          RM_CU(cudaMemcpy(got.data(), dst_, got.size(), cudaMemcpyDeviceToHost));
-          return std::count_if(got.begin(), got.end(), [](uint8_t v) { return v != 0x5a; });
+          RM_CU(
+              cudaMemcpy(got.data(), dst_, got.size(), cudaMemcpyDeviceToHost));
+          return std::count_if(got.begin(), got.end(),
+                               [](uint8_t v) { return v != 0x5a; });
         }
         break;  // a small peer copy: checked like P2P
       case v1::BENCH_HOST_DEVICE: {
         const int64_t size = c.size_bytes();
-        uint8_t* host = c.host_memory() == v1::PAGEABLE ? pageable_.data() : pinned_;
+        uint8_t* host =
+            c.host_memory() == v1::PAGEABLE ? pageable_.data() : pinned_;
         const uint32_t seed = Seed(c, rank_);
         for (int64_t i = 0; i < size; ++i) host[i] = CopyPatternByte(seed, i);
         std::memset(host + size, 0, size);
@@ -1084,34 +1211,40 @@ struct CudaNodeBench::Impl {
           bad += *w;
         }
         if (d2h) {
-          for (int64_t i = 0; i < size; ++i) bad += host[size + i] != CopyPatternByte(seed, i);
+          for (int64_t i = 0; i < size; ++i)
+            bad += host[size + i] != CopyPatternByte(seed, i);
         }
         return bad;
       }
       case v1::BENCH_TRIAD: {
         int64_t padded = (triad_n_ + 63) / 64 * 64;
-        RM_CU(cudaMemset(triad_, 0xff, triad_n_ * sizeof(float)));  // NaN: unwritten shows
+        RM_CU(cudaMemset(triad_, 0xff,
+                         triad_n_ * sizeof(float)));  // NaN: unwritten shows
         auto t = TimeOps(1);
         if (!t.ok()) return t.status();
         if (!setup_.active) return 0;
         RM_CU(cudaMemset(wrong_, 0, sizeof *wrong_));
-        RM_CU(LaunchCheckTriad(triad_, triad_ + padded, triad_ + 2 * padded, 3.0f, triad_n_,
-                               wrong_, nullptr));
+        RM_CU(LaunchCheckTriad(triad_, triad_ + padded, triad_ + 2 * padded,
+                               3.0f, triad_n_, wrong_, nullptr));
         unsigned long long w = 0;
         RM_CU(cudaMemcpy(&w, wrong_, sizeof w, cudaMemcpyDeviceToHost));
         return static_cast<int64_t>(w);
       }
       case v1::BENCH_GEMM: {
         if (setup_.active) {
-          RM_CU(cudaMemset(gd_, 0xff, c.gemm().m() * c.gemm().n() *
-                                          (c.dtype() == v1::FLOAT32 || c.dtype() == v1::TFLOAT32 ? 4 : 2)));
+          RM_CU(cudaMemset(
+              gd_, 0xff,
+              c.gemm().m() * c.gemm().n() *
+                  (c.dtype() == v1::FLOAT32 || c.dtype() == v1::TFLOAT32 ? 4
+                                                                         : 2)));
         }
         auto t = TimeOps(1);
         if (!t.ok()) return t.status();
         if (!setup_.active) return 0;
         RM_CU(LaunchGemmReference(gref_, kGemmSamples, gref_out_, nullptr));
         std::vector<double> out(2 * kGemmSamples);
-        RM_CU(cudaMemcpy(out.data(), gref_out_, out.size() * sizeof(double), cudaMemcpyDeviceToHost));
+        RM_CU(cudaMemcpy(out.data(), gref_out_, out.size() * sizeof(double),
+                         cudaMemcpyDeviceToHost));
         double num = 0, den = 0;
         int64_t bad = 0;
         for (int s = 0; s < kGemmSamples; ++s) {
@@ -1123,10 +1256,18 @@ struct CudaNodeBench::Impl {
         rel_error_ = den > 0 ? std::sqrt(num / den) : 1;
         double tol = 1e-5;
         switch (c.dtype()) {
-          case v1::TFLOAT32: tol = 2e-3; break;
-          case v1::BFLOAT16: case v1::FLOAT8_E4M3: tol = 8e-3; break;
-          case v1::FLOAT16: tol = 2e-3; break;
-          default: break;
+          case v1::TFLOAT32:
+            tol = 2e-3;
+            break;
+          case v1::BFLOAT16:
+          case v1::FLOAT8_E4M3:
+            tol = 8e-3;
+            break;
+          case v1::FLOAT16:
+            tol = 2e-3;
+            break;
+          default:
+            break;
         }
         if (bad == 0 && !(rel_error_ <= tol)) bad = 1;
         return bad;
@@ -1142,7 +1283,8 @@ struct CudaNodeBench::Impl {
     auto t = TimeOps(1);
     if (!t.ok()) return t.status();
     RM_CU(cudaDeviceSynchronize());
-    if (auto b = control.Barrier(); !b.ok()) return b;  // peers' writes are done
+    if (auto b = control.Barrier(); !b.ok())
+      return b;  // peers' writes are done
     int64_t bad = 0;
     if (c.bench() == v1::BENCH_LOCAL_COPY) {
       if (!setup_.active) return 0;
@@ -1158,7 +1300,8 @@ struct CudaNodeBench::Impl {
     }
     for (const Transfer& tr : PatternTransfers(pc, size_)) {
       if (tr.to != rank_) continue;
-      auto w = CountDevice(dst_ + tr.slot * buf_size_, buf_size_, Seed(c, tr.from));
+      auto w =
+          CountDevice(dst_ + tr.slot * buf_size_, buf_size_, Seed(c, tr.from));
       if (!w.ok()) return w.status();
       bad += *w;
     }
@@ -1166,19 +1309,24 @@ struct CudaNodeBench::Impl {
   }
 };
 
-CudaNodeBench::CudaNodeBench(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaNodeBench::CudaNodeBench(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
 CudaNodeBench::~CudaNodeBench() = default;
 
-absl::StatusOr<std::unique_ptr<CudaNodeBench>> CudaNodeBench::Create(Control& control,
-                                                                     int device) {
+absl::StatusOr<std::unique_ptr<CudaNodeBench>> CudaNodeBench::Create(
+    Control& control, int device) {
   auto impl = std::make_unique<Impl>(control);
   impl->device_ = device;
   if (absl::Status s = impl->Init(); !s.ok()) return s;
   return std::unique_ptr<CudaNodeBench>(new CudaNodeBench(std::move(impl)));
 }
 
-absl::StatusOr<BenchSetup> CudaNodeBench::Prepare(const v1::Case& c) { return impl_->Prepare(c); }
-absl::StatusOr<double> CudaNodeBench::TimeOps(int iters) { return impl_->TimeOps(iters); }
+absl::StatusOr<BenchSetup> CudaNodeBench::Prepare(const v1::Case& c) {
+  return impl_->Prepare(c);
+}
+absl::StatusOr<double> CudaNodeBench::TimeOps(int iters) {
+  return impl_->TimeOps(iters);
+}
 absl::StatusOr<int64_t> CudaNodeBench::Verify() { return impl_->Verify(); }
 double CudaNodeBench::rel_error() const { return impl_->rel_error_; }
 

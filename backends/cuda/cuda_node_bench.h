@@ -21,7 +21,8 @@ class CudaNodeBench : public NodeBench {
  public:
   // Uses GPU `device` (already this rank's). Collective over `control`:
   // every rank learns every rank's host and GPU bus id.
-  static absl::StatusOr<std::unique_ptr<CudaNodeBench>> Create(Control& control, int device);
+  static absl::StatusOr<std::unique_ptr<CudaNodeBench>> Create(Control& control,
+                                                               int device);
   ~CudaNodeBench() override;
 
   absl::StatusOr<BenchSetup> Prepare(const v1::Case& c) override;

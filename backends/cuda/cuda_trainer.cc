@@ -3,7 +3,6 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "backends/cuda/cuda_check.h"
 #include "core/names.h"
 #include "core/training.h"
 #include "kernels/train_kernels.h"
@@ -21,30 +21,10 @@ namespace {
 
 double Now() { return MonotonicSeconds(); }
 
-absl::Status CudaErr(cudaError_t e, const char* what, int rank) {
-  if (e == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrFormat("rank %d: %s: %s", rank, what, cudaGetErrorString(e)));
-}
-#define RM_CU(expr)                                                     \
-  do {                                                                  \
-    if (absl::Status s_ = CudaErr((expr), #expr, rank_); !s_.ok()) return s_; \
-  } while (0)
-#define RM_LT(expr)                                                                          \
-  do {                                                                                       \
-    cublasStatus_t st_ = (expr);                                                             \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                      \
-      return absl::InternalError(absl::StrFormat("rank %d: %s: cuBLAS status %d", rank_, #expr, \
-                                                 static_cast<int>(st_)));                    \
-    }                                                                                        \
-  } while (0)
-#define RM_NC(expr)                                                                        \
-  do {                                                                                     \
-    ncclResult_t r_ = (expr);                                                              \
-    if (r_ != ncclSuccess) {                                                               \
-      return absl::InternalError(absl::StrFormat("rank %d: %s: %s", rank_, #expr,          \
-                                                 ncclGetErrorString(r_)));                 \
-    }                                                                                      \
-  } while (0)
+// Errors name the call, file:line and this rank.
+#define RM_CU(expr) RM_CUDA(expr, rank_)
+#define RM_LT(expr) RM_CUBLAS(expr, rank_)
+#define RM_NC(expr) RM_NCCL(expr, rank_)
 
 // One cuBLASLt GEMM configuration (bf16 in/out, fp32 accumulation).
 struct Gemm {
@@ -86,8 +66,8 @@ struct CudaTrainer::Impl {
   double* loss_ = nullptr;
   Gemm fwd_, dw_, dx_;
   std::vector<std::vector<int>> buckets_;
-  cudaEvent_t start_ = nullptr, bwd_end_ = nullptr, joined_ = nullptr, end_ = nullptr,
-              comm_first_ = nullptr;
+  cudaEvent_t start_ = nullptr, bwd_end_ = nullptr, joined_ = nullptr,
+              end_ = nullptr, comm_first_ = nullptr;
   std::vector<cudaEvent_t> bucket_ready_;
   cudaEvent_t comm_done_ = nullptr;
 
@@ -95,7 +75,8 @@ struct CudaTrainer::Impl {
   // through CUDA IPC, a scratch half-bucket, a step counter for the flags.
   bool ce_ = false;
   void* scratch_ = nullptr;
-  int* flags_ = nullptr;  // per bucket: ready, reduced, done (written by the peer)
+  int* flags_ =
+      nullptr;  // per bucket: ready, reduced, done (written by the peer)
   void* peer_g_ = nullptr;
   int* peer_flags_ = nullptr;
   int seq_ = 0;
@@ -156,9 +137,12 @@ struct CudaTrainer::Impl {
     int lo = 0, hi = 0;
     RM_CU(cudaDeviceGetStreamPriorityRange(&lo, &hi));
     RM_CU(cudaStreamCreateWithPriority(&compute_, cudaStreamNonBlocking, lo));
-    // The all-reduce's kernels are scheduled ahead of backward's when both wait.
-    RM_CU(cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, hi));
-    for (auto* e : {&start_, &bwd_end_, &joined_, &end_, &comm_first_, &comm_done_}) {
+    // The all-reduce's kernels are scheduled ahead of backward's when both
+    // wait.
+    RM_CU(
+        cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, hi));
+    for (auto* e :
+         {&start_, &bwd_end_, &joined_, &end_, &comm_first_, &comm_done_}) {
       RM_CU(cudaEventCreate(e));
     }
     RM_LT(cublasLtCreate(&lt_));
@@ -172,33 +156,40 @@ struct CudaTrainer::Impl {
     return absl::OkStatus();
   }
 
-  absl::Status MakeGemm(Gemm* g, cublasOperation_t ta, cublasOperation_t tb, int64_t m,
-                        int64_t n, int64_t k, int64_t rows_a, int64_t cols_a, int64_t rows_b,
-                        int64_t cols_b) {
-    return MakeGemmLd(g, ta, tb, m, n, k, rows_a, cols_a, rows_b, cols_b, rows_b, m);
+  absl::Status MakeGemm(Gemm* g, cublasOperation_t ta, cublasOperation_t tb,
+                        int64_t m, int64_t n, int64_t k, int64_t rows_a,
+                        int64_t cols_a, int64_t rows_b, int64_t cols_b) {
+    return MakeGemmLd(g, ta, tb, m, n, k, rows_a, cols_a, rows_b, cols_b,
+                      rows_b, m);
   }
 
   // With the leading dimensions of B and D given (sub-matrices).
-  absl::Status MakeGemmLd(Gemm* g, cublasOperation_t ta, cublasOperation_t tb, int64_t m,
-                          int64_t n, int64_t k, int64_t rows_a, int64_t cols_a, int64_t rows_b,
-                          int64_t cols_b, int64_t ld_b, int64_t ld_d) {
+  absl::Status MakeGemmLd(Gemm* g, cublasOperation_t ta, cublasOperation_t tb,
+                          int64_t m, int64_t n, int64_t k, int64_t rows_a,
+                          int64_t cols_a, int64_t rows_b, int64_t cols_b,
+                          int64_t ld_b, int64_t ld_d) {
     RM_LT(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    RM_LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    RM_LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    RM_LT(cublasLtMatrixLayoutCreate(&g->a, CUDA_R_16BF, rows_a, cols_a, rows_a));
+    RM_LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                         &ta, sizeof ta));
+    RM_LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                         &tb, sizeof tb));
+    RM_LT(
+        cublasLtMatrixLayoutCreate(&g->a, CUDA_R_16BF, rows_a, cols_a, rows_a));
     RM_LT(cublasLtMatrixLayoutCreate(&g->b, CUDA_R_16BF, rows_b, cols_b, ld_b));
     RM_LT(cublasLtMatrixLayoutCreate(&g->d, CUDA_R_16BF, m, n, ld_d));
     cublasLtMatmulPreference_t pref;
     RM_LT(cublasLtMatmulPreferenceCreate(&pref));
-    RM_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                               &workspace_size_, sizeof workspace_size_));
+    RM_LT(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_size_,
+        sizeof workspace_size_));
     cublasLtMatmulHeuristicResult_t res[1];
     int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_, g->desc, g->a, g->b, g->d, g->d, pref,
-                                                       1, res, &found);
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+        lt_, g->desc, g->a, g->b, g->d, g->d, pref, 1, res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-      return absl::UnimplementedError(absl::StrFormat("cuBLASLt has no bf16 algorithm for %dx%dx%d", m, n, k));
+      return absl::UnimplementedError(absl::StrFormat(
+          "cuBLASLt has no bf16 algorithm for %dx%dx%d", m, n, k));
     }
     g->algo = res[0].algo;
     return absl::OkStatus();
@@ -206,19 +197,26 @@ struct CudaTrainer::Impl {
 
   absl::Status Run(const Gemm& g, const void* a, const void* b, void* d) {
     const float alpha = 1.0f, beta = 0.0f;
-    RM_LT(cublasLtMatmul(lt_, g.desc, &alpha, a, g.a, b, g.b, &beta, d, g.d, d, g.d, &g.algo,
-                         workspace_, workspace_size_, compute_));
+    RM_LT(cublasLtMatmul(lt_, g.desc, &alpha, a, g.a, b, g.b, &beta, d, g.d, d,
+                         g.d, &g.algo, workspace_, workspace_size_, compute_));
     return absl::OkStatus();
   }
 
-  void* W(int l) const { return static_cast<char*>(w_) + static_cast<int64_t>(l) * Layer(); }
-  void* G(int l) const { return static_cast<char*>(g_) + static_cast<int64_t>(l) * Layer(); }
-  int64_t Layer() const { return spec_.hidden() * spec_.hidden() * static_cast<int64_t>(elem_); }
+  void* W(int l) const {
+    return static_cast<char*>(w_) + static_cast<int64_t>(l) * Layer();
+  }
+  void* G(int l) const {
+    return static_cast<char*>(g_) + static_cast<int64_t>(l) * Layer();
+  }
+  int64_t Layer() const {
+    return spec_.hidden() * spec_.hidden() * static_cast<int64_t>(elem_);
+  }
 
   absl::Status Prepare(const v1::Case& c, int64_t batch, int64_t first_sample) {
     if (c.dtype() != v1::BFLOAT16) {
       return absl::UnimplementedError(absl::StrFormat(
-          "the GPU trainer computes in bfloat16 so far; %s is not built yet", DataTypeName(c.dtype())));
+          "the GPU trainer computes in bfloat16 so far; %s is not built yet",
+          DataTypeName(c.dtype())));
     }
     RM_CU(cudaSetDevice(device_));
     RM_CU(cudaDeviceSynchronize());
@@ -246,8 +244,8 @@ struct CudaTrainer::Impl {
     RM_CU(cudaMemGetInfo(&free_b, &total_b));
     if (need > 0.95 * free_b) {
       return absl::UnimplementedError(absl::StrFormat(
-          "out of memory: the step needs %.1f GiB, %.1f GiB are free", need / (1 << 30),
-          free_b / double(1 << 30)));
+          "out of memory: the step needs %.1f GiB, %.1f GiB are free",
+          need / (1 << 30), free_b / double(1 << 30)));
     }
     RM_CU(cudaMalloc(&w_, L * Layer()));
     RM_CU(cudaMalloc(&g_, L * Layer()));
@@ -271,15 +269,23 @@ struct CudaTrainer::Impl {
     // forward  Z = W'^T A        (m H, n B, k H)
     // dW       G = A dZ^T        (m H, n H, k B)
     // dA       dA = W' dZ        (m H, n B, k H)
-    if (auto s = MakeGemm(&fwd_, CUBLAS_OP_T, CUBLAS_OP_N, H, B, H, H, H, H, B); !s.ok()) return s;
-    if (auto s = MakeGemm(&dw_, CUBLAS_OP_N, CUBLAS_OP_T, H, H, B, H, B, H, B); !s.ok()) return s;
-    if (auto s = MakeGemm(&dx_, CUBLAS_OP_N, CUBLAS_OP_N, H, B, H, H, H, H, B); !s.ok()) return s;
+    if (auto s = MakeGemm(&fwd_, CUBLAS_OP_T, CUBLAS_OP_N, H, B, H, H, H, H, B);
+        !s.ok())
+      return s;
+    if (auto s = MakeGemm(&dw_, CUBLAS_OP_N, CUBLAS_OP_T, H, H, B, H, B, H, B);
+        !s.ok())
+      return s;
+    if (auto s = MakeGemm(&dx_, CUBLAS_OP_N, CUBLAS_OP_N, H, B, H, H, H, H, B);
+        !s.ok())
+      return s;
     buckets_ = GradientBuckets(L, Layer(), spec_.bucket_bytes());
-    split_first_ = size_ > 1 && spec_.overlap() && buckets_.back().size() == 1 && H % (8 * kSplit) == 0;
+    split_first_ = size_ > 1 && spec_.overlap() &&
+                   buckets_.back().size() == 1 && H % (8 * kSplit) == 0;
     if (split_first_) {
       // G[:, chunk] = A dZ[chunk, :]^T: dZ's rows o0..o1 (ld H), G's columns.
-      if (auto s = MakeGemmLd(&dw_chunk_, CUBLAS_OP_N, CUBLAS_OP_T, H, H / kSplit, B, H, B,
-                              H / kSplit, B, /*ld_b=*/H, /*ld_d=*/H);
+      if (auto s =
+              MakeGemmLd(&dw_chunk_, CUBLAS_OP_N, CUBLAS_OP_T, H, H / kSplit, B,
+                         H, B, H / kSplit, B, /*ld_b=*/H, /*ld_d=*/H);
           !s.ok()) {
         return s;
       }
@@ -301,8 +307,10 @@ struct CudaTrainer::Impl {
   // comm: ce. Collective: both ranks map each other's gradients and flags.
   absl::Status PrepareCe() {
     if (size_ != 2) {
-      return absl::UnimplementedError(absl::StrFormat(
-          "comm: ce reduces between 2 GPUs of one host; this group has %d ranks", size_));
+      return absl::UnimplementedError(
+          absl::StrFormat("comm: ce reduces between 2 GPUs of one host; this "
+                          "group has %d ranks",
+                          size_));
     }
     const int peer = 1 - rank_;
     char bus[32] = {};
@@ -317,14 +325,19 @@ struct CudaTrainer::Impl {
       return absl::UnimplementedError("comm: ce needs both GPUs on one host");
     }
     int peer_dev = -1, can = 0;
-    if (cudaDeviceGetByPCIBusId(&peer_dev, other.substr(other.find('|') + 1).c_str()) != cudaSuccess ||
-        cudaDeviceCanAccessPeer(&can, device_, peer_dev) != cudaSuccess || !can) {
+    if (cudaDeviceGetByPCIBusId(&peer_dev,
+                                other.substr(other.find('|') + 1).c_str()) !=
+            cudaSuccess ||
+        cudaDeviceCanAccessPeer(&can, device_, peer_dev) != cudaSuccess ||
+        !can) {
       cudaGetLastError();
-      return absl::UnimplementedError("comm: ce needs peer access between the two GPUs");
+      return absl::UnimplementedError(
+          "comm: ce needs peer access between the two GPUs");
     }
     int64_t max_half = 0;
     for (const auto& b : buckets_) {
-      int64_t count = static_cast<int64_t>(b.size()) * spec_.hidden() * spec_.hidden();
+      int64_t count =
+          static_cast<int64_t>(b.size()) * spec_.hidden() * spec_.hidden();
       max_half = std::max(max_half, count - count / 2);
     }
     RM_CU(cudaMalloc(&scratch_, max_half * elem_));
@@ -335,11 +348,13 @@ struct CudaTrainer::Impl {
     cudaIpcMemHandle_t h[2];
     RM_CU(cudaIpcGetMemHandle(&h[0], g_));
     RM_CU(cudaIpcGetMemHandle(&h[1], flags_));
-    auto all = control.AllGatherStrings(std::string(reinterpret_cast<char*>(h), sizeof h));
+    auto all = control.AllGatherStrings(
+        std::string(reinterpret_cast<char*>(h), sizeof h));
     if (!all.ok()) return all.status();
     cudaIpcMemHandle_t ph[2];
     std::memcpy(ph, (*all)[peer].data(), sizeof ph);
-    RM_CU(cudaIpcOpenMemHandle(&peer_g_, ph[0], cudaIpcMemLazyEnablePeerAccess));
+    RM_CU(
+        cudaIpcOpenMemHandle(&peer_g_, ph[0], cudaIpcMemLazyEnablePeerAccess));
     void* pf = nullptr;
     RM_CU(cudaIpcOpenMemHandle(&pf, ph[1], cudaIpcMemLazyEnablePeerAccess));
     peer_flags_ = static_cast<int*>(pf);
@@ -352,20 +367,25 @@ struct CudaTrainer::Impl {
   // memory (slot `slot`, three per range) order it.
   absl::Status CeReduce(int64_t off, int64_t count, int slot) {
     const int64_t half = count / 2;
-    const int64_t mine_off = off + (rank_ == 0 ? 0 : half), mine_len = rank_ == 0 ? half : count - half;
-    const int64_t peer_off = off + (rank_ == 0 ? half : 0), peer_len = count - mine_len;
-    auto at = [&](void* base, int64_t elems) { return static_cast<char*>(base) + elems * elem_; };
+    const int64_t mine_off = off + (rank_ == 0 ? 0 : half),
+                  mine_len = rank_ == 0 ? half : count - half;
+    const int64_t peer_off = off + (rank_ == 0 ? half : 0),
+                  peer_len = count - mine_len;
+    auto at = [&](void* base, int64_t elems) {
+      return static_cast<char*>(base) + elems * elem_;
+    };
     int* my_flags = flags_ + 3 * slot;
     int* their_flags = peer_flags_ + 3 * slot;
     RM_CU(LaunchSignal(their_flags + 0, seq_, comm_stream_));
     RM_CU(LaunchWaitFlag(my_flags + 0, seq_, comm_stream_));
-    RM_CU(cudaMemcpyAsync(scratch_, at(peer_g_, mine_off), mine_len * elem_, cudaMemcpyDeviceToDevice,
-                          comm_stream_));
+    RM_CU(cudaMemcpyAsync(scratch_, at(peer_g_, mine_off), mine_len * elem_,
+                          cudaMemcpyDeviceToDevice, comm_stream_));
     RM_CU(LaunchAddBf16(at(g_, mine_off), scratch_, mine_len, comm_stream_));
     RM_CU(LaunchSignal(their_flags + 1, seq_, comm_stream_));
     RM_CU(LaunchWaitFlag(my_flags + 1, seq_, comm_stream_));
-    RM_CU(cudaMemcpyAsync(at(g_, peer_off), at(peer_g_, peer_off), peer_len * elem_,
-                          cudaMemcpyDeviceToDevice, comm_stream_));
+    RM_CU(cudaMemcpyAsync(at(g_, peer_off), at(peer_g_, peer_off),
+                          peer_len * elem_, cudaMemcpyDeviceToDevice,
+                          comm_stream_));
     RM_CU(LaunchSignal(their_flags + 2, seq_, comm_stream_));
     last_slot_ = slot;
     return absl::OkStatus();
@@ -380,7 +400,8 @@ struct CudaTrainer::Impl {
     comm_started_ = true;
     if (ce_) return CeReduce(off, count, slot);
     void* p = static_cast<char*>(g_) + off * elem_;
-    RM_NC(ncclAllReduce(p, p, count, ncclBfloat16, ncclSum, comm_, comm_stream_));
+    RM_NC(
+        ncclAllReduce(p, p, count, ncclBfloat16, ncclSum, comm_, comm_stream_));
     return absl::OkStatus();
   }
 
@@ -388,7 +409,8 @@ struct CudaTrainer::Impl {
     const std::vector<int>& b = buckets_[k];
     const int64_t hh = spec_.hidden() * spec_.hidden();
     // Backward order: the bucket's last layer is its lowest.
-    return ReduceRange(static_cast<int64_t>(b.back()) * hh, static_cast<int64_t>(b.size()) * hh,
+    return ReduceRange(static_cast<int64_t>(b.back()) * hh,
+                       static_cast<int64_t>(b.size()) * hh,
                        static_cast<int>(k));
   }
 
@@ -405,7 +427,8 @@ struct CudaTrainer::Impl {
       if (auto s = Run(fwd_, W(l), a_[l], z_[l]); !s.ok()) return s;
       RM_CU(LaunchGeluForward(z_[l], a_[l + 1], n, compute_));
     }
-    RM_CU(LaunchLossGrad(a_[L], da_, n, static_cast<double>(n), loss_, compute_));
+    RM_CU(
+        LaunchLossGrad(a_[L], da_, n, static_cast<double>(n), loss_, compute_));
     if (spec_.inference()) {  // forward only: no backward, reduction or update
       RM_CU(cudaEventRecord(end_, compute_));
       RM_CU(cudaEventSynchronize(end_));
@@ -426,10 +449,13 @@ struct CudaTrainer::Impl {
       if (l == 0 && split_first_) {
         const int64_t cols = H / kSplit;
         for (int j = 0; j < kSplit; ++j) {
-          void* dz = static_cast<char*>(dz_) + j * cols * elem_;          // rows j*cols.. of dZ
-          void* g = static_cast<char*>(G(0)) + j * cols * H * elem_;      // columns of G
+          void* dz = static_cast<char*>(dz_) +
+                     j * cols * elem_;  // rows j*cols.. of dZ
+          void* g =
+              static_cast<char*>(G(0)) + j * cols * H * elem_;  // columns of G
           if (auto s = Run(dw_chunk_, a_[0], dz, g); !s.ok()) return s;
-          if (auto s = ReduceRange(j * cols * H, cols * H, static_cast<int>(buckets_.size()) + j);
+          if (auto s = ReduceRange(j * cols * H, cols * H,
+                                   static_cast<int>(buckets_.size()) + j);
               !s.ok()) {
             return s;
           }
@@ -456,7 +482,8 @@ struct CudaTrainer::Impl {
       }
       // comm: ce: the peer has finished reading our gradients (its signals
       // come in bucket order) before our next backward overwrites them.
-      if (ce_) RM_CU(LaunchWaitFlag(flags_ + 3 * last_slot_ + 2, seq_, comm_stream_));
+      if (ce_)
+        RM_CU(LaunchWaitFlag(flags_ + 3 * last_slot_ + 2, seq_, comm_stream_));
       RM_CU(cudaEventRecord(comm_done_, comm_stream_));
       RM_CU(cudaStreamWaitEvent(compute_, comm_done_, 0));
     }
@@ -465,7 +492,8 @@ struct CudaTrainer::Impl {
     const float scale = 1.0f / static_cast<float>(size_);
     const float lr = static_cast<float>(spec_.lr());
     if (spec_.optimizer() == "adam") {
-      const float c1 = 1.0f - std::pow(0.9f, step_), c2 = 1.0f - std::pow(0.999f, step_);
+      const float c1 = 1.0f - std::pow(0.9f, step_),
+                  c2 = 1.0f - std::pow(0.999f, step_);
       RM_CU(LaunchAdam(w_, g_, m_, v_, L * H * H, lr, scale, c1, c2, compute_));
     } else {
       RM_CU(LaunchSgd(w_, g_, L * H * H, lr, scale, compute_));
@@ -493,20 +521,23 @@ struct CudaTrainer::Impl {
 CudaTrainer::CudaTrainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaTrainer::~CudaTrainer() = default;
 
-absl::StatusOr<std::unique_ptr<CudaTrainer>> CudaTrainer::Create(Control& control, int device) {
+absl::StatusOr<std::unique_ptr<CudaTrainer>> CudaTrainer::Create(
+    Control& control, int device) {
   auto impl = std::make_unique<Impl>(control);
   impl->device_ = device;
   if (absl::Status s = impl->Init(); !s.ok()) return s;
   return std::unique_ptr<CudaTrainer>(new CudaTrainer(std::move(impl)));
 }
-absl::Status CudaTrainer::Prepare(const v1::Case& c, int64_t batch, int64_t first) {
+absl::Status CudaTrainer::Prepare(const v1::Case& c, int64_t batch,
+                                  int64_t first) {
   return impl_->Prepare(c, batch, first);
 }
 absl::StatusOr<StepTiming> CudaTrainer::Step() { return impl_->Step(); }
 std::string CudaTrainer::Describe() const {
   if (impl_->size_ < 2) return "cuda (cuBLASLt bf16, one GPU)";
-  return impl_->ce_ ? "cuda (cuBLASLt bf16, copy-engine bucket reduction over NVLink)"
-                    : "cuda (cuBLASLt bf16, NCCL buckets on a high-priority stream)";
+  return impl_->ce_
+             ? "cuda (cuBLASLt bf16, copy-engine bucket reduction over NVLink)"
+             : "cuda (cuBLASLt bf16, NCCL buckets on a high-priority stream)";
 }
 
 }  // namespace ringmaster

@@ -16,9 +16,11 @@ class CudaTrainer : public Trainer {
  public:
   // Uses GPU `device`; creates an NCCL communicator over `control`'s ranks
   // (collective).
-  static absl::StatusOr<std::unique_ptr<CudaTrainer>> Create(Control& control, int device);
+  static absl::StatusOr<std::unique_ptr<CudaTrainer>> Create(Control& control,
+                                                             int device);
   ~CudaTrainer() override;
-  absl::Status Prepare(const v1::Case& c, int64_t batch, int64_t first_sample) override;
+  absl::Status Prepare(const v1::Case& c, int64_t batch,
+                       int64_t first_sample) override;
   absl::StatusOr<StepTiming> Step() override;
   std::string Describe() const override;
 

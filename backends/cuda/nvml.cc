@@ -20,8 +20,8 @@ std::optional<std::string> NvmlDriverVersion() {
   if (lib == nullptr) return std::nullopt;
   auto init = reinterpret_cast<InitFn>(dlsym(lib, "nvmlInit_v2"));
   auto shutdown = reinterpret_cast<ShutdownFn>(dlsym(lib, "nvmlShutdown"));
-  auto version =
-      reinterpret_cast<DriverVersionFn>(dlsym(lib, "nvmlSystemGetDriverVersion"));
+  auto version = reinterpret_cast<DriverVersionFn>(
+      dlsym(lib, "nvmlSystemGetDriverVersion"));
   std::optional<std::string> out;
   if (init && shutdown && version && init() == 0) {
     char buf[96] = {};
@@ -66,7 +66,8 @@ class NvmlSession {
     return reinterpret_cast<Fn>(dlsym(lib_, name));
   }
   std::optional<NvmlDevice> Device(const std::string& bus_id) const {
-    auto by_bus = Get<int (*)(const char*, NvmlDevice*)>("nvmlDeviceGetHandleByPciBusId_v2");
+    auto by_bus = Get<int (*)(const char*, NvmlDevice*)>(
+        "nvmlDeviceGetHandleByPciBusId_v2");
     NvmlDevice dev = nullptr;
     if (!by_bus || by_bus(bus_id.c_str(), &dev) != 0) return std::nullopt;
     return dev;
@@ -80,7 +81,9 @@ class NvmlSession {
 // "0000:07:00.0" and "00000000:07:00.0" name the same device.
 bool SameBus(const NvmlPciInfo& info, const std::string& bus_id) {
   unsigned domain = 0, bus = 0, device = 0, function = 0;
-  if (sscanf(bus_id.c_str(), "%x:%x:%x.%x", &domain, &bus, &device, &function) != 4) return false;
+  if (sscanf(bus_id.c_str(), "%x:%x:%x.%x", &domain, &bus, &device,
+             &function) != 4)
+    return false;
   return info.domain == domain && info.bus == bus && info.device == device;
 }
 
@@ -91,14 +94,16 @@ std::optional<NvlinkInfo> NvmlNvlink(const std::string& bus_id,
   NvmlSession nvml;
   if (!nvml.ok()) return std::nullopt;
   auto dev = nvml.Device(bus_id);
-  auto state = nvml.Get<int (*)(NvmlDevice, unsigned, int*)>("nvmlDeviceGetNvLinkState");
-  auto remote =
-      nvml.Get<int (*)(NvmlDevice, unsigned, NvmlPciInfo*)>("nvmlDeviceGetNvLinkRemotePciInfo_v2");
-  auto get_version =
-      nvml.Get<int (*)(NvmlDevice, unsigned, unsigned*)>("nvmlDeviceGetNvLinkVersion");
-  // nvmlDeviceGetP2PStatus(dev1, dev2, NVML_P2P_CAPS_INDEX_NVLINK = 2, &status);
-  // NVML_P2P_STATUS_OK = 0.
-  auto p2p = nvml.Get<int (*)(NvmlDevice, NvmlDevice, int, int*)>("nvmlDeviceGetP2PStatus");
+  auto state =
+      nvml.Get<int (*)(NvmlDevice, unsigned, int*)>("nvmlDeviceGetNvLinkState");
+  auto remote = nvml.Get<int (*)(NvmlDevice, unsigned, NvmlPciInfo*)>(
+      "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+  auto get_version = nvml.Get<int (*)(NvmlDevice, unsigned, unsigned*)>(
+      "nvmlDeviceGetNvLinkVersion");
+  // nvmlDeviceGetP2PStatus(dev1, dev2, NVML_P2P_CAPS_INDEX_NVLINK = 2,
+  // &status); NVML_P2P_STATUS_OK = 0.
+  auto p2p = nvml.Get<int (*)(NvmlDevice, NvmlDevice, int, int*)>(
+      "nvmlDeviceGetP2PStatus");
   if (!dev || !state) return std::nullopt;
   NvlinkInfo info;
   if (auto peer = nvml.Device(peer_bus_id); peer && p2p) {
@@ -110,24 +115,30 @@ std::optional<NvlinkInfo> NvmlNvlink(const std::string& bus_id,
   for (unsigned l = 0; l < kMaxLinks; ++l) {
     int active = 0;
     if (state(*dev, l, &active) != 0 || active != 1) continue;
-    if (info.active_links++ == 0 && get_version != nullptr) get_version(*dev, l, &info.version);
+    if (info.active_links++ == 0 && get_version != nullptr)
+      get_version(*dev, l, &info.version);
     NvmlPciInfo pci{};
     if (remote == nullptr || remote(*dev, l, &pci) != 0) continue;
-    ends.insert(absl::StrFormat("%04x:%02x:%02x", pci.domain, pci.bus, pci.device));
+    ends.insert(
+        absl::StrFormat("%04x:%02x:%02x", pci.domain, pci.bus, pci.device));
     if (SameBus(pci, peer_bus_id)) ++info.links_to_peer;
   }
   info.remote_ends = absl::StrJoin(ends, " ");
   return info;
 }
 
-std::optional<std::pair<unsigned, unsigned>> NvmlPcieMaxLink(const std::string& bus_id) {
+std::optional<std::pair<unsigned, unsigned>> NvmlPcieMaxLink(
+    const std::string& bus_id) {
   NvmlSession nvml;
   if (!nvml.ok()) return std::nullopt;
   auto dev = nvml.Device(bus_id);
-  auto gen = nvml.Get<int (*)(NvmlDevice, unsigned*)>("nvmlDeviceGetMaxPcieLinkGeneration");
-  auto width = nvml.Get<int (*)(NvmlDevice, unsigned*)>("nvmlDeviceGetMaxPcieLinkWidth");
+  auto gen = nvml.Get<int (*)(NvmlDevice, unsigned*)>(
+      "nvmlDeviceGetMaxPcieLinkGeneration");
+  auto width =
+      nvml.Get<int (*)(NvmlDevice, unsigned*)>("nvmlDeviceGetMaxPcieLinkWidth");
   unsigned g = 0, w = 0;
-  if (!dev || !gen || !width || gen(*dev, &g) != 0 || width(*dev, &w) != 0 || g == 0 || w == 0) {
+  if (!dev || !gen || !width || gen(*dev, &g) != 0 || width(*dev, &w) != 0 ||
+      g == 0 || w == 0) {
     return std::nullopt;
   }
   return std::make_pair(g, w);

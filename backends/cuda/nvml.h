@@ -15,17 +15,19 @@ std::optional<std::string> NvmlDriverVersion();
 // NVLink between the GPU at `bus_id` and the GPU at `peer_bus_id` (both as
 // cudaDeviceGetPCIBusId spells them), as NVML sees it.
 struct NvlinkInfo {
-  int active_links = 0;   // active NVLink links of the first GPU
-  int links_to_peer = 0;  // those whose remote end is the peer's bus id
+  int active_links = 0;     // active NVLink links of the first GPU
+  int links_to_peer = 0;    // those whose remote end is the peer's bus id
   bool p2p_nvlink = false;  // nvmlDeviceGetP2PStatus(NVLINK) says OK
   unsigned version = 0;     // NVML's NVLink version code of the first link
   std::string remote_ends;  // remote bus ids seen, for the record
 };
 // nullopt when NVML or the queries are unavailable.
-std::optional<NvlinkInfo> NvmlNvlink(const std::string& bus_id, const std::string& peer_bus_id);
+std::optional<NvlinkInfo> NvmlNvlink(const std::string& bus_id,
+                                     const std::string& peer_bus_id);
 
 // The GPU's maximum PCIe link generation and width; nullopt when unknown.
-std::optional<std::pair<unsigned, unsigned>> NvmlPcieMaxLink(const std::string& bus_id);
+std::optional<std::pair<unsigned, unsigned>> NvmlPcieMaxLink(
+    const std::string& bus_id);
 
 }  // namespace ringmaster
 

@@ -14,12 +14,14 @@ const Blas* LoadBlas() {
   static std::once_flag once;
   static Blas blas;
   std::call_once(once, [] {
-    for (const char* name : {"libopenblas.so.0", "libopenblas.so", "libblas.so.3"}) {
+    for (const char* name :
+         {"libopenblas.so.0", "libopenblas.so", "libblas.so.3"}) {
       void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
       if (lib == nullptr) continue;
       if (void* fn = dlsym(lib, "cblas_sgemm")) {
         blas.sgemm = reinterpret_cast<SgemmFn>(fn);  // the library stays loaded
-        blas.set_threads = reinterpret_cast<void (*)(int)>(dlsym(lib, "openblas_set_num_threads"));
+        blas.set_threads = reinterpret_cast<void (*)(int)>(
+            dlsym(lib, "openblas_set_num_threads"));
         blas.name = name;
         return;
       }

@@ -12,14 +12,15 @@ constexpr int kCblasRowMajor = 101;
 constexpr int kCblasNoTrans = 111;
 constexpr int kCblasTrans = 112;
 
-using SgemmFn = void (*)(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                         const float* a, int lda, const float* b, int ldb, float beta, float* c,
+using SgemmFn = void (*)(int order, int trans_a, int trans_b, int m, int n,
+                         int k, float alpha, const float* a, int lda,
+                         const float* b, int ldb, float beta, float* c,
                          int ldc);
 
 struct Blas {
   SgemmFn sgemm = nullptr;
   void (*set_threads)(int) = nullptr;  // openblas_set_num_threads, if any
-  std::string name;                     // "libopenblas.so.0"
+  std::string name;                    // "libopenblas.so.0"
 };
 
 // The first of libopenblas.so.0, libopenblas.so, libblas.so.3 with

@@ -38,18 +38,24 @@ HostNodeBench::HostNodeBench(MPI_Comm comm, std::vector<Fault> faults)
 bool HostNodeBench::Active() const {
   const v1::Case& c = case_;
   switch (c.pattern()) {
-    case v1::ALL_RANKS: return true;
-    case v1::ONE_RANK: return c.src_rank() == rank_;
-    case v1::ALL_TO_ONE: return rank_ != c.dst_rank();  // the senders
-    case v1::ONE_TO_ALL: return rank_ == c.src_rank();
+    case v1::ALL_RANKS:
+      return true;
+    case v1::ONE_RANK:
+      return c.src_rank() == rank_;
+    case v1::ALL_TO_ONE:
+      return rank_ != c.dst_rank();  // the senders
+    case v1::ONE_TO_ALL:
+      return rank_ == c.src_rank();
     default:  // PAIR
-      return rank_ == c.src_rank() || (c.bidirectional() && rank_ == c.dst_rank());
+      return rank_ == c.src_rank() ||
+             (c.bidirectional() && rank_ == c.dst_rank());
   }
 }
 
 void HostNodeBench::Fill() {
   uint32_t seed = static_cast<uint32_t>(case_.seq() * 131 + rank_);
-  for (size_t i = 0; i < src_.size(); ++i) src_[i] = CopyPatternByte(seed, static_cast<int64_t>(i));
+  for (size_t i = 0; i < src_.size(); ++i)
+    src_[i] = CopyPatternByte(seed, static_cast<int64_t>(i));
   std::fill(dst_.begin(), dst_.end(), 0);
 }
 
@@ -60,14 +66,17 @@ absl::StatusOr<BenchSetup> HostNodeBench::Prepare(const v1::Case& c) {
   setup.method = v1::CPU;
   setup.placement = CpuPlacement();
   if (c.method() == v1::COPY_ENGINE || c.method() == v1::SM) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "method %s needs GPUs; the host backend copies with the CPU (method cpu)",
-        CopyMethodName(c.method())));
+    return absl::UnimplementedError(
+        absl::StrFormat("method %s needs GPUs; the host backend copies with "
+                        "the CPU (method cpu)",
+                        CopyMethodName(c.method())));
   }
   const int64_t size = c.size_bytes();
-  if ((c.bench() == v1::BENCH_P2P || c.bench() == v1::BENCH_LATENCY) && size > INT_MAX) {
+  if ((c.bench() == v1::BENCH_P2P || c.bench() == v1::BENCH_LATENCY) &&
+      size > INT_MAX) {
     return absl::UnimplementedError(absl::StrFormat(
-        "MPI messages here are at most %d bytes (one MPI_Send count)", INT_MAX));
+        "MPI messages here are at most %d bytes (one MPI_Send count)",
+        INT_MAX));
   }
   switch (c.bench()) {
     case v1::BENCH_HOST_DEVICE:
@@ -75,14 +84,16 @@ absl::StatusOr<BenchSetup> HostNodeBench::Prepare(const v1::Case& c) {
     case v1::BENCH_P2P:
       if (c.direction() == v1::READ) {
         return absl::UnimplementedError(
-            "the host backend measures MPI send/recv (write); reads need GPUs (CUDA IPC)");
+            "the host backend measures MPI send/recv (write); reads need GPUs "
+            "(CUDA IPC)");
       }
       src_.assign(size, 0);
       dst_.assign(size, 0);
       Fill();
       setup.path = "mpi";
       setup.bytes_per_op = size;
-      if (c.pattern() == v1::ONE_TO_ALL) setup.bytes_per_op = size * (size_ - 1);
+      if (c.pattern() == v1::ONE_TO_ALL)
+        setup.bytes_per_op = size * (size_ - 1);
       break;
     case v1::BENCH_LATENCY:
       if (c.latency_path() == v1::HOST) {
@@ -103,7 +114,9 @@ absl::StatusOr<BenchSetup> HostNodeBench::Prepare(const v1::Case& c) {
       break;
     case v1::BENCH_TRIAD: {
       int64_t n = size / static_cast<int64_t>(sizeof(float));
-      if (n < 1) return absl::InvalidArgumentError("triad needs at least one float per array");
+      if (n < 1)
+        return absl::InvalidArgumentError(
+            "triad needs at least one float per array");
       a_.assign(n, 0.f);
       b_.resize(n);
       c_.resize(n);
@@ -117,29 +130,31 @@ absl::StatusOr<BenchSetup> HostNodeBench::Prepare(const v1::Case& c) {
     }
     case v1::BENCH_GEMM: {
       if (!HostGemmType(c.dtype())) {
-        return absl::UnimplementedError(absl::StrFormat(
-            "%s GEMM needs GPUs; the host backend runs float32 (OpenBLAS sgemm)",
-            DataTypeName(c.dtype())));
+        return absl::UnimplementedError(
+            absl::StrFormat("%s GEMM needs GPUs; the host backend runs float32 "
+                            "(OpenBLAS sgemm)",
+                            DataTypeName(c.dtype())));
       }
-      if (sgemm_ == nullptr) {
-        const int local = RanksOnHost(comm_);
-        const Blas* blas = LoadBlas();
-        if (blas != nullptr) {
-          sgemm_ = reinterpret_cast<void*>(blas->sgemm);
-          blas_ = ShareCores(*blas, local);
-        }
-        if (sgemm_ == nullptr) {
+      if (blas_ == nullptr) {
+        const int local =
+            RanksOnHost(comm_);  // collective: before any early return
+        blas_ = LoadBlas();
+        if (blas_ == nullptr) {
           return absl::UnimplementedError(
-              "no BLAS library with cblas_sgemm here (libopenblas.so.0, libblas.so.3)");
+              "no BLAS library with cblas_sgemm here (libopenblas.so.0, "
+              "libblas.so.3)");
         }
+        blas_name_ = ShareCores(*blas_, local);
       }
       const v1::GemmShape& g = c.gemm();
       a_.resize(g.m() * g.k());
       b_.resize(g.k() * g.n());
       c_.assign(g.m() * g.n(), std::nanf(""));
-      for (size_t i = 0; i < a_.size(); ++i) a_[i] = GemmInputValue(3, static_cast<int64_t>(i));
-      for (size_t i = 0; i < b_.size(); ++i) b_[i] = GemmInputValue(4, static_cast<int64_t>(i));
-      setup.path = "cpu (" + blas_ + " sgemm)";
+      for (size_t i = 0; i < a_.size(); ++i)
+        a_[i] = GemmInputValue(3, static_cast<int64_t>(i));
+      for (size_t i = 0; i < b_.size(); ++i)
+        b_[i] = GemmInputValue(4, static_cast<int64_t>(i));
+      setup.path = "cpu (" + blas_name_ + " sgemm)";
       setup.flops_per_op = 2.0 * g.m() * g.n() * g.k();
       break;
     }
@@ -175,11 +190,13 @@ absl::Status HostNodeBench::RunOps(int iters) {
       } else if (c.pattern() == v1::ALL_TO_ONE) {
         if (rank_ != c.dst_rank()) to.push_back(c.dst_rank());
         if (rank_ == c.dst_rank()) {
-          for (int r = 0; r < size_; ++r) if (r != rank_) from.push_back(r);
+          for (int r = 0; r < size_; ++r)
+            if (r != rank_) from.push_back(r);
         }
       } else if (c.pattern() == v1::ONE_TO_ALL) {
         if (rank_ == c.src_rank()) {
-          for (int r = 0; r < size_; ++r) if (r != rank_) to.push_back(r);
+          for (int r = 0; r < size_; ++r)
+            if (r != rank_) to.push_back(r);
         } else {
           from.push_back(c.src_rank());
         }
@@ -188,21 +205,24 @@ absl::Status HostNodeBench::RunOps(int iters) {
         std::vector<MPI_Request> reqs;
         for (int peer : from) {
           reqs.emplace_back();
-          RM_MPI(MPI_Irecv(dst_.data(), static_cast<int>(size), MPI_BYTE, peer, kTag, comm_,
-                           &reqs.back()));
+          RM_MPI(MPI_Irecv(dst_.data(), static_cast<int>(size), MPI_BYTE, peer,
+                           kTag, comm_, &reqs.back()));
         }
         for (int peer : to) {
           reqs.emplace_back();
-          RM_MPI(MPI_Isend(src_.data(), static_cast<int>(size), MPI_BYTE, peer, kTag, comm_,
-                           &reqs.back()));
+          RM_MPI(MPI_Isend(src_.data(), static_cast<int>(size), MPI_BYTE, peer,
+                           kTag, comm_, &reqs.back()));
         }
         if (!reqs.empty()) {
-          RM_MPI(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE));
+          RM_MPI(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(),
+                             MPI_STATUSES_IGNORE));
         }
       }
-      for (int peer : from) RM_MPI(MPI_Send(nullptr, 0, MPI_BYTE, peer, kTag + 1, comm_));
+      for (int peer : from)
+        RM_MPI(MPI_Send(nullptr, 0, MPI_BYTE, peer, kTag + 1, comm_));
       for (int peer : to) {
-        RM_MPI(MPI_Recv(nullptr, 0, MPI_BYTE, peer, kTag + 1, comm_, MPI_STATUS_IGNORE));
+        RM_MPI(MPI_Recv(nullptr, 0, MPI_BYTE, peer, kTag + 1, comm_,
+                        MPI_STATUS_IGNORE));
       }
       return absl::OkStatus();
     }
@@ -211,9 +231,11 @@ absl::Status HostNodeBench::RunOps(int iters) {
       for (int it = 0; it < iters; ++it) {
         if (rank_ == c.src_rank()) {
           RM_MPI(MPI_Send(src_.data(), n, MPI_BYTE, c.dst_rank(), kTag, comm_));
-          RM_MPI(MPI_Recv(dst_.data(), n, MPI_BYTE, c.dst_rank(), kTag, comm_, MPI_STATUS_IGNORE));
+          RM_MPI(MPI_Recv(dst_.data(), n, MPI_BYTE, c.dst_rank(), kTag, comm_,
+                          MPI_STATUS_IGNORE));
         } else if (rank_ == c.dst_rank()) {
-          RM_MPI(MPI_Recv(dst_.data(), n, MPI_BYTE, c.src_rank(), kTag, comm_, MPI_STATUS_IGNORE));
+          RM_MPI(MPI_Recv(dst_.data(), n, MPI_BYTE, c.src_rank(), kTag, comm_,
+                          MPI_STATUS_IGNORE));
           RM_MPI(MPI_Send(dst_.data(), n, MPI_BYTE, c.src_rank(), kTag, comm_));
         }
       }
@@ -221,7 +243,8 @@ absl::Status HostNodeBench::RunOps(int iters) {
     }
     case v1::BENCH_LOCAL_COPY:
       if (active) {
-        for (int it = 0; it < iters; ++it) std::memcpy(dst_.data(), src_.data(), size);
+        for (int it = 0; it < iters; ++it)
+          std::memcpy(dst_.data(), src_.data(), size);
       }
       return absl::OkStatus();
     case v1::BENCH_TRIAD:
@@ -238,11 +261,12 @@ absl::Status HostNodeBench::RunOps(int iters) {
         const v1::GemmShape& g = c.gemm();
         for (int it = 0; it < iters; ++it) {
           // Row-major C[m,n] = A[m,k] * B[k,n].
-          reinterpret_cast<SgemmFn>(sgemm_)(
-              kCblasRowMajor, kCblasNoTrans, kCblasNoTrans, static_cast<int>(g.m()),
-                      static_cast<int>(g.n()), static_cast<int>(g.k()), 1.0f, a_.data(),
-                      static_cast<int>(g.k()), b_.data(), static_cast<int>(g.n()), 0.0f,
-                      c_.data(), static_cast<int>(g.n()));
+          blas_->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasNoTrans,
+                       static_cast<int>(g.m()), static_cast<int>(g.n()),
+                       static_cast<int>(g.k()), 1.0f, a_.data(),
+                       static_cast<int>(g.k()), b_.data(),
+                       static_cast<int>(g.n()), 0.0f, c_.data(),
+                       static_cast<int>(g.n()));
         }
       }
       return absl::OkStatus();
@@ -256,8 +280,11 @@ absl::StatusOr<double> HostNodeBench::TimeOps(int iters) {
   RM_MPI(MPI_Barrier(comm_));
   auto t0 = std::chrono::steady_clock::now();
   if (absl::Status s = RunOps(iters); !s.ok()) return s;
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const bool timed = case_.bench() == v1::BENCH_LATENCY ? rank_ == case_.src_rank() : Active();
+  double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  const bool timed =
+      case_.bench() == v1::BENCH_LATENCY ? rank_ == case_.src_rank() : Active();
   return timed ? secs : 0.0;
 }
 
@@ -267,7 +294,8 @@ absl::StatusOr<int64_t> HostNodeBench::Verify() {
     if (absl::Status s = RunOps(1); !s.ok()) return s;
     if (!Active()) return 0;
     // Corrupts the first sampled element, (0, 13 mod n).
-    if (FindFault(faults_, Fault::Kind::kCorrupt, rank_)) c_[13 % c.gemm().n()] += 1.0f;
+    if (FindFault(faults_, Fault::Kind::kCorrupt, rank_))
+      c_[13 % c.gemm().n()] += 1.0f;
     // Sampled elements against a float64 reference of the same inputs.
     const v1::GemmShape& g = c.gemm();
     double num = 0, den = 0;
@@ -300,12 +328,15 @@ absl::StatusOr<int64_t> HostNodeBench::Verify() {
   // pattern (the receiver knows every sender's seed).
   std::fill(dst_.begin(), dst_.end(), 0);
   if (absl::Status s = RunOps(1); !s.ok()) return s;
-  if (FindFault(faults_, Fault::Kind::kCorrupt, rank_) && !dst_.empty()) dst_[0] ^= 0xff;
+  if (FindFault(faults_, Fault::Kind::kCorrupt, rank_) && !dst_.empty())
+    dst_[0] ^= 0xff;
   int sender = -1;
   if (c.bench() == v1::BENCH_LOCAL_COPY) {
     sender = Active() ? rank_ : -1;
   } else if (c.bench() == v1::BENCH_LATENCY) {
-    sender = rank_ == c.src_rank() ? c.src_rank() : (rank_ == c.dst_rank() ? c.src_rank() : -1);
+    sender = rank_ == c.src_rank()
+                 ? c.src_rank()
+                 : (rank_ == c.dst_rank() ? c.src_rank() : -1);
   } else if (c.pattern() == v1::PAIR) {
     if (rank_ == c.dst_rank()) sender = c.src_rank();
     if (c.bidirectional() && rank_ == c.src_rank()) sender = c.dst_rank();

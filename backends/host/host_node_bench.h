@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/host/blas.h"
 #include "backends/node_bench.h"
 #include "core/faults.h"
 
@@ -39,8 +40,8 @@ class HostNodeBench : public NodeBench {
   std::vector<unsigned char> src_, dst_;
   std::vector<float> a_, b_, c_;  // triad and GEMM operands
   double rel_error_ = 0;
-  void* sgemm_ = nullptr;  // cblas_sgemm, loaded on first use
-  std::string blas_;       // the library it came from
+  const Blas* blas_ = nullptr;  // OpenBLAS, loaded on first use
+  std::string blas_name_;       // library and threads, for the result's path
 };
 
 }  // namespace ringmaster

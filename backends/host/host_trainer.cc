@@ -1,6 +1,5 @@
 #include "backends/host/host_trainer.h"
 
-
 #include <algorithm>
 #include <cmath>
 
@@ -28,19 +27,22 @@ HostTrainer::HostTrainer(MPI_Comm comm) : comm_(comm) {
   MPI_Comm_size(comm_, &size_);
 }
 
-absl::Status HostTrainer::Prepare(const v1::Case& c, int64_t batch, int64_t first_sample) {
+absl::Status HostTrainer::Prepare(const v1::Case& c, int64_t batch,
+                                  int64_t first_sample) {
   if (c.dtype() != v1::FLOAT32) {
     return absl::UnimplementedError(absl::StrFormat(
         "the host backend trains in float32 (OpenBLAS); %s needs GPUs",
         DataTypeName(c.dtype())));
   }
   if (c.train().comm() == "ce") {
-    return absl::UnimplementedError("comm: ce reduces through GPU copy engines; the host uses MPI");
+    return absl::UnimplementedError(
+        "comm: ce reduces through GPU copy engines; the host uses MPI");
   }
   const int local = RanksOnHost(comm_);
   const Blas* blas = LoadBlas();
   if (blas == nullptr) {
-    return absl::UnimplementedError("no BLAS library with cblas_sgemm here (libopenblas.so.0)");
+    return absl::UnimplementedError(
+        "no BLAS library with cblas_sgemm here (libopenblas.so.0)");
   }
   describe_ = "cpu (" + ShareCores(*blas, local) + ")";
   spec_ = c.train();
@@ -51,7 +53,8 @@ absl::Status HostTrainer::Prepare(const v1::Case& c, int64_t batch, int64_t firs
   w_.resize(L * H * H);
   for (int l = 0; l < L; ++l) {
     for (int64_t r = 0; r < H; ++r) {
-      for (int64_t k = 0; k < H; ++k) w_[(l * H + r) * H + k] = TrainWeight(l, r, k, H);
+      for (int64_t k = 0; k < H; ++k)
+        w_[(l * H + r) * H + k] = TrainWeight(l, r, k, H);
     }
   }
   grad_.assign(L * H * H, 0.f);
@@ -60,11 +63,13 @@ absl::Status HostTrainer::Prepare(const v1::Case& c, int64_t batch, int64_t firs
   a_.assign(L + 1, std::vector<float>(batch * H));
   z_.assign(L, std::vector<float>(batch * H));
   for (int64_t s = 0; s < batch; ++s) {
-    for (int64_t f = 0; f < H; ++f) a_[0][s * H + f] = TrainInput(first_sample + s, f);
+    for (int64_t f = 0; f < H; ++f)
+      a_[0][s * H + f] = TrainInput(first_sample + s, f);
   }
   da_.resize(batch * H);
   dz_.resize(batch * H);
-  buckets_ = GradientBuckets(L, H * H * static_cast<int64_t>(sizeof(float)), spec_.bucket_bytes());
+  buckets_ = GradientBuckets(L, H * H * static_cast<int64_t>(sizeof(float)),
+                             spec_.bucket_bytes());
   return absl::OkStatus();
 }
 
@@ -82,8 +87,9 @@ absl::StatusOr<StepTiming> HostTrainer::Step() {
   auto work_begin = [&] { work_from = Now(); };
   // Forward: z = a W^T, a' = GELU(z).
   for (int l = 0; l < L; ++l) {
-    blas->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasTrans, B, H, H, 1.0f, a_[l].data(), H,
-                &w_[static_cast<int64_t>(l) * H * H], H, 0.0f, z_[l].data(), H);
+    blas->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasTrans, B, H, H, 1.0f,
+                a_[l].data(), H, &w_[static_cast<int64_t>(l) * H * H], H, 0.0f,
+                z_[l].data(), H);
     for (int64_t i = 0; i < static_cast<int64_t>(B) * H; ++i) {
       a_[l + 1][i] = static_cast<float>(Gelu(z_[l][i]));
     }
@@ -110,8 +116,9 @@ absl::StatusOr<StepTiming> HostTrainer::Step() {
     int lo = *std::min_element(bucket.begin(), bucket.end());
     int64_t n = static_cast<int64_t>(bucket.size()) * H * H;
     reqs.emplace_back();
-    RM_MPI(MPI_Iallreduce(MPI_IN_PLACE, &grad_[static_cast<int64_t>(lo) * H * H],
-                          static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, &reqs.back()));
+    RM_MPI(MPI_Iallreduce(
+        MPI_IN_PLACE, &grad_[static_cast<int64_t>(lo) * H * H],
+        static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, &reqs.back()));
     if (comm_busy_from == 0) comm_busy_from = Now();
     return absl::OkStatus();
   };
@@ -120,18 +127,21 @@ absl::StatusOr<StepTiming> HostTrainer::Step() {
       dz_[i] = static_cast<float>(da_[i] * GeluGrad(z_[l][i]));
     }
     // dW[out][in] = sum_s dz[s][out] a[s][in]: dz^T a.
-    blas->sgemm(kCblasRowMajor, kCblasTrans, kCblasNoTrans, H, H, B, 1.0f, dz_.data(), H,
-                a_[l].data(), H, 0.0f, &grad_[static_cast<int64_t>(l) * H * H], H);
+    blas->sgemm(kCblasRowMajor, kCblasTrans, kCblasNoTrans, H, H, B, 1.0f,
+                dz_.data(), H, a_[l].data(), H, 0.0f,
+                &grad_[static_cast<int64_t>(l) * H * H], H);
     if (l > 0) {
       // da[s][in] = sum_out dz[s][out] W[out][in]: dz W.
-      blas->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasNoTrans, B, H, H, 1.0f, dz_.data(), H,
-                  &w_[static_cast<int64_t>(l) * H * H], H, 0.0f, da_.data(), H);
+      blas->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasNoTrans, B, H, H, 1.0f,
+                  dz_.data(), H, &w_[static_cast<int64_t>(l) * H * H], H, 0.0f,
+                  da_.data(), H);
     }
     work_end();
     if (size_ > 1 && spec_.overlap()) {
       const double comm_from = Now();
       while (next_bucket < buckets_.size() &&
-             *std::min_element(buckets_[next_bucket].begin(), buckets_[next_bucket].end()) == l) {
+             *std::min_element(buckets_[next_bucket].begin(),
+                               buckets_[next_bucket].end()) == l) {
         if (auto s = start_bucket(buckets_[next_bucket++]); !s.ok()) return s;
       }
       for (auto& r : reqs) {  // progress the ones in flight
@@ -147,7 +157,8 @@ absl::StatusOr<StepTiming> HostTrainer::Step() {
     while (next_bucket < buckets_.size()) {
       if (auto s = start_bucket(buckets_[next_bucket++]); !s.ok()) return s;
     }
-    RM_MPI(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE));
+    RM_MPI(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(),
+                       MPI_STATUSES_IGNORE));
   }
   t.comm_done_at = Now();
   t.comm_busy_s = comm_busy_from > 0 ? t.comm_done_at - comm_busy_from : 0;
@@ -162,7 +173,8 @@ absl::StatusOr<StepTiming> HostTrainer::Step() {
       const float g = grad_[k] * inv;
       m_[k] = 0.9f * m_[k] + 0.1f * g;
       v_[k] = 0.999f * v_[k] + 0.001f * g * g;
-      w_[k] -= static_cast<float>(lr * (m_[k] / c1) / (std::sqrt(v_[k] / c2) + 1e-8));
+      w_[k] -= static_cast<float>(lr * (m_[k] / c1) /
+                                  (std::sqrt(v_[k] / c2) + 1e-8));
     }
   } else {
     for (size_t k = 0; k < w_.size(); ++k) w_[k] -= lr * grad_[k] * inv;

@@ -16,7 +16,8 @@ namespace ringmaster {
 class HostTrainer : public Trainer {
  public:
   explicit HostTrainer(MPI_Comm comm);
-  absl::Status Prepare(const v1::Case& c, int64_t batch, int64_t first_sample) override;
+  absl::Status Prepare(const v1::Case& c, int64_t batch,
+                       int64_t first_sample) override;
   absl::StatusOr<StepTiming> Step() override;
   std::string Describe() const override { return describe_; }
 
@@ -26,8 +27,8 @@ class HostTrainer : public Trainer {
   v1::TrainSpec spec_;
   int64_t batch_ = 0;
   int step_ = 0;
-  std::vector<float> w_, grad_, m_, v_;         // [L][H][H] (out, in)
-  std::vector<std::vector<float>> a_, z_;       // activations [B][H]
+  std::vector<float> w_, grad_, m_, v_;    // [L][H][H] (out, in)
+  std::vector<std::vector<float>> a_, z_;  // activations [B][H]
   std::vector<float> da_, dz_;
   std::vector<std::vector<int>> buckets_;
   std::string describe_;

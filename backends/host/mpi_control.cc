@@ -11,8 +11,8 @@ absl::Status MpiError(int code, const char* call, int rank) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(code, text, &len);
-  return absl::InternalError(
-      absl::StrFormat("%s failed on rank %d: %s", call, rank, std::string(text, len)));
+  return absl::InternalError(absl::StrFormat("%s failed on rank %d: %s", call,
+                                             rank, std::string(text, len)));
 }
 
 std::string MpiLibraryVersion() {
@@ -48,15 +48,18 @@ absl::StatusOr<int64_t> MpiControl::Sum(int64_t value) {
 }
 
 absl::Status MpiControl::MaxVector(std::vector<double>* values) {
-  if (values->size() > INT_MAX) return absl::InvalidArgumentError("vector too large");
-  return MpiError(MPI_Allreduce(MPI_IN_PLACE, values->data(), static_cast<int>(values->size()),
-                                MPI_DOUBLE, MPI_MAX, comm_),
+  if (values->size() > INT_MAX)
+    return absl::InvalidArgumentError("vector too large");
+  return MpiError(MPI_Allreduce(MPI_IN_PLACE, values->data(),
+                                static_cast<int>(values->size()), MPI_DOUBLE,
+                                MPI_MAX, comm_),
                   "MPI_Allreduce(max vector)", rank_);
 }
 
 absl::StatusOr<std::vector<double>> MpiControl::AllGather(double value) {
   std::vector<double> out(size_);
-  int rc = MPI_Allgather(&value, 1, MPI_DOUBLE, out.data(), 1, MPI_DOUBLE, comm_);
+  int rc =
+      MPI_Allgather(&value, 1, MPI_DOUBLE, out.data(), 1, MPI_DOUBLE, comm_);
   if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Allgather", rank_);
   return out;
 }
@@ -76,7 +79,8 @@ absl::StatusOr<std::vector<std::string>> MpiControl::AllGatherStrings(
     displs[i] = static_cast<int>(total);
     total += lens[i];
   }
-  if (total > INT_MAX) return absl::InvalidArgumentError("gathered strings too large");
+  if (total > INT_MAX)
+    return absl::InvalidArgumentError("gathered strings too large");
   std::string all(static_cast<size_t>(total), '\0');
   rc = MPI_Allgatherv(value.data(), len, MPI_CHAR, all.data(), lens.data(),
                       displs.data(), MPI_CHAR, comm_);
@@ -88,15 +92,17 @@ absl::StatusOr<std::vector<std::string>> MpiControl::AllGatherStrings(
 
 absl::Status MpiControl::Broadcast(void* data, int64_t bytes, int root) {
   if (bytes > INT_MAX) return absl::InvalidArgumentError("broadcast too large");
-  return MpiError(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_),
-                  "MPI_Bcast", rank_);
+  return MpiError(
+      MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_),
+      "MPI_Bcast", rank_);
 }
 
 int RanksOnHost(MPI_Comm comm) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm node;
-  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) != MPI_SUCCESS) {
+  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                          &node) != MPI_SUCCESS) {
     return 1;
   }
   int local = 1;
