@@ -2,11 +2,14 @@
 //
 //   ringmaster run [PLAN] [--np N] [--out DIR] ...   the main job
 //   ringmaster validate PLAN                          check a plan, run nothing
+//   ringmaster serve [--listen ADDR] [--data DIR] ...  the coordinator service
+//   ringmaster submit|status|watch|results|cancel ...  its clients
 //   ringmaster version
 #include <iostream>
 
 #include "CLI/CLI.hpp"
 #include "cli/run_command.h"
+#include "cli/service_commands.h"
 #include "core/build_info.h"
 
 int main(int argc, char** argv) {
@@ -68,6 +71,154 @@ int main(int argc, char** argv) {
 
   auto* version = app.add_subcommand("version", "Print the version and build");
 
+  // The coordinator as a service.
+  ringmaster::ServeOptions serve_opts;
+  auto* serve = app.add_subcommand(
+      "serve",
+      "Run the coordinator service: accepts plans (ringmaster submit), "
+      "launches them through mpirun one admission slot at a time, stores "
+      "every result in DIR/ringmaster.db and survives restarts. Writes the "
+      "admin token to DIR/admin.token (mode 0600).");
+  auto& so = serve_opts.service;
+  so.server.address = "127.0.0.1:7450";
+  serve
+      ->add_option("--listen", so.server.address,
+                   "Listen address; anything but loopback needs --tls-cert "
+                   "and --tls-key")
+      ->capture_default_str();
+  serve->add_option("--data", so.data_dir, "Data folder (store, token, logs)")
+      ->capture_default_str();
+  serve
+      ->add_option("--users", serve_opts.users_file,
+                   "Users file: one \"NAME TOKEN\" per line (role user)")
+      ->check(CLI::ExistingFile);
+  serve
+      ->add_option("--tls-cert", serve_opts.tls_cert_file,
+                   "Server certificate (PEM)")
+      ->check(CLI::ExistingFile);
+  serve
+      ->add_option("--tls-key", serve_opts.tls_key_file,
+                   "Server private key (PEM)")
+      ->check(CLI::ExistingFile);
+  serve
+      ->add_option("--tls-client-ca", serve_opts.tls_client_ca_file,
+                   "Require client certificates signed by this CA (mTLS)")
+      ->check(CLI::ExistingFile);
+  serve
+      ->add_option("--launcher", so.launcher,
+                   "mpirun, or external (ranks started by other means "
+                   "register with the job's worker token)")
+      ->check(CLI::IsMember({"mpirun", "external"}))
+      ->capture_default_str();
+  serve->add_option("--mpirun", so.mpirun, "mpirun executable")
+      ->capture_default_str();
+  serve->add_option("--hostfile", so.hostfile, "mpirun hostfile")
+      ->check(CLI::ExistingFile);
+  serve->add_option("--mpirun-arg", so.mpirun_args,
+                    "Extra argument passed to mpirun (repeatable)");
+  serve->add_option("--advertise", so.worker_address,
+                    "Address the ranks use to reach this coordinator "
+                    "(default: 127.0.0.1 and the listening port)");
+  serve->add_option("--max-running", so.max_running, "Jobs launched at once")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  serve
+      ->add_option("--max-queued", so.max_queued,
+                   "Jobs waiting before submissions get RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  serve->add_option("--user-quota", so.user_quota, "Unfinished jobs per user")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  serve->add_option("--max-ranks", so.max_ranks, "Ranks per job")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  serve
+      ->add_option("--max-attempts", so.max_attempts,
+                   "Attempts per job for infrastructure failures "
+                   "(worker_exit, rank_hung, unreachable, restart)")
+      ->check(CLI::Range(1, 10))
+      ->capture_default_str();
+  serve
+      ->add_option("--heartbeat-timeout", so.heartbeat_timeout_s,
+                   "Lease of a rank, seconds")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  serve
+      ->add_option("--op-timeout", so.op_timeout_s,
+                   "Seconds without progress on any rank before rank_hung")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  serve->add_flag("--allow-fault-injection", so.allow_fault_injection,
+                  "Accept RINGMASTER_FAULT in submitted env (tests only)");
+
+  ringmaster::ClientOptions client_opts;
+  if (const char* addr = std::getenv("RINGMASTER_COORDINATOR"))
+    client_opts.coordinator = addr;
+  auto add_client_options = [&client_opts](CLI::App* cmd) {
+    cmd->add_option("--coordinator", client_opts.coordinator,
+                    "Coordinator address (or $RINGMASTER_COORDINATOR)")
+        ->capture_default_str();
+    cmd->add_option("--token-file", client_opts.token_file,
+                    "File holding the token (default: $RINGMASTER_TOKEN_FILE, "
+                    "then ringmaster-data/admin.token)");
+    cmd->add_option("--tls-ca", client_opts.tls_ca,
+                    "CA of the coordinator's certificate (enables TLS)");
+    cmd->add_option("--tls-cert", client_opts.tls_cert,
+                    "Client certificate for mTLS");
+    cmd->add_option("--tls-key", client_opts.tls_key, "Client key for mTLS");
+    cmd->add_option("--call-timeout", client_opts.timeout_s,
+                    "Deadline of each call, seconds")
+        ->capture_default_str();
+    cmd->add_flag("--json", client_opts.json, "JSON output");
+  };
+  ringmaster::SubmitOptions submit_opts;
+  auto* submit = app.add_subcommand(
+      "submit", "Submit a plan to a coordinator; prints the job id last");
+  submit->add_option("plan", submit_opts.plan_path, "Plan file (YAML)")
+      ->required();
+  submit->add_option("--np", submit_opts.np, "Number of ranks")
+      ->check(CLI::Range(1, 65536));
+  submit->add_option("--backend", submit_opts.backend, "auto, host or cuda")
+      ->check(CLI::IsMember({"auto", "host", "cuda"}))
+      ->capture_default_str();
+  submit->add_option("--request-id", submit_opts.request_id,
+                     "Idempotency key: resubmitting it returns the same job");
+  submit
+      ->add_option("--timeout", submit_opts.timeout_s,
+                   "Job deadline, seconds (default: from the plan)")
+      ->check(CLI::PositiveNumber);
+  submit
+      ->add_option("--op-timeout", submit_opts.op_timeout_s,
+                   "Seconds without progress before rank_hung")
+      ->check(CLI::PositiveNumber);
+  submit->add_option("--env", submit_opts.env,
+                     "NAME=value for the ranks (NCCL_* only; repeatable)");
+  add_client_options(submit);
+  std::string job_arg;
+  int list_limit = 20;
+  auto* status = app.add_subcommand(
+      "status", "One job's state, or the latest jobs without JOB");
+  status->add_option("job", job_arg, "Job id");
+  status->add_option("--limit", list_limit, "Jobs listed")
+      ->capture_default_str();
+  add_client_options(status);
+  auto* watch = app.add_subcommand(
+      "watch", "Follow a job live until it ends (exit 0 = SUCCEEDED)");
+  watch->add_option("job", job_arg, "Job id")->required();
+  add_client_options(watch);
+  std::string results_format = "table";
+  auto* results = app.add_subcommand("results", "A job's stored results");
+  results->add_option("job", job_arg, "Job id")->required();
+  results->add_option("--format", results_format, "table, csv or jsonl")
+      ->check(CLI::IsMember({"table", "csv", "jsonl"}))
+      ->capture_default_str();
+  add_client_options(results);
+  auto* cancel = app.add_subcommand(
+      "cancel", "Cancel a job: its processes get SIGTERM, then SIGKILL");
+  cancel->add_option("job", job_arg, "Job id")->required();
+  add_client_options(cancel);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -80,5 +231,14 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (validate->parsed()) return ringmaster::ValidateCommand(validate_path);
+  if (serve->parsed()) return ringmaster::ServeCommand(serve_opts);
+  if (submit->parsed())
+    return ringmaster::SubmitCommand(client_opts, submit_opts);
+  if (status->parsed())
+    return ringmaster::StatusCommand(client_opts, job_arg, list_limit);
+  if (watch->parsed()) return ringmaster::WatchCommand(client_opts, job_arg);
+  if (results->parsed())
+    return ringmaster::ResultsCommand(client_opts, job_arg, results_format);
+  if (cancel->parsed()) return ringmaster::CancelCommand(client_opts, job_arg);
   return ringmaster::RunCommand(run_opts, command_line);
 }

@@ -18,6 +18,7 @@
 #include "coordinator/launcher.h"
 #include "coordinator/server.h"
 #include "coordinator/store.h"
+#include "coordinator/supervisor.h"
 #include "core/names.h"
 #include "core/nccl_tuning.h"
 #include "core/plan.h"
@@ -36,12 +37,6 @@ std::string SelfDir() {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   return ec ? std::string(".") : exe.parent_path().string();
-}
-
-std::string Hostname() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
 }
 
 void Error(const std::string& message) {
@@ -89,25 +84,6 @@ absl::StatusOr<Probe> ProbeMachine(const std::string& worker) {
                                e.what());
   }
 }
-
-bool ProcessAlive(int pid) {
-  return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
-}
-
-// A default deadline generous enough for every case's sampling limits.
-double DefaultTimeout(const std::vector<v1::Case>& cases) {
-  double t = 120;
-  for (const auto& c : cases) t += 3 * c.timing().max_time_s() + 5;
-  return t;
-}
-
-// Mutable state shared between the launcher's reader threads and the loop.
-struct LauncherLog {
-  std::mutex mu;
-  std::ofstream file ABSL_GUARDED_BY(mu);
-  std::optional<RankFailure> rank_failure ABSL_GUARDED_BY(mu);
-  bool echo = true;
-};
 
 // Everything a job of this run shares with the others.
 struct JobContext {
@@ -206,64 +182,52 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases,
   // 3. Launch.
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) env.emplace_back(*e);
-  MpirunOptions mo;
-  mo.mpirun = options.mpirun;
-  mo.np = np;
-  mo.hostfile = options.hostfile;
-  mo.allow_run_as_root = geteuid() == 0;
-  mo.oversubscribe = np > static_cast<int>(std::thread::hardware_concurrency());
-  mo.forward_env = ForwardedEnvNames(env);
-  mo.extra_args = options.mpirun_args;
-  mo.worker_argv = {worker,  "run",  "--coordinator", address,
-                    "--job", job_id, "--backend",     worker_backend};
-  LauncherLog log;
-  log.echo = !options.quiet;
-  {
-    std::lock_guard<std::mutex> lock(log.mu);
-    log.file.open(job_dir / "launcher.log");
-    log.file << "# " << absl::StrJoin(BuildMpirunArgv(mo), " ") << "\n";
+  // The job's worker token travels in the environment, never in argv.
+  SetEnvEntry(&env, "RINGMASTER_TOKEN", manager.WorkerToken(job_id));
+  MpirunLaunch launch;
+  launch.mpirun = options.mpirun;
+  launch.hostfile = options.hostfile;
+  launch.mpirun_args = options.mpirun_args;
+  launch.worker = worker;
+  launch.address = address;
+  launch.backend = worker_backend;
+  launch.env = std::move(env);
+  launch.log_path = (job_dir / "launcher.log").string();
+  launch.echo = !options.quiet;
+  if (tuning) {
+    launch.line_hook = [tuning, tuning_mu](std::string_view line) {
+      auto choice = ParseNcclTuningLine(line);
+      if (!choice) return false;
+      std::lock_guard<std::mutex> lock(*tuning_mu);
+      (*tuning)[{choice->function, choice->bytes}] = *choice;
+      return true;  // one line per call: kept out of the log
+    };
   }
-  auto launched = ChildProcess::Spawn(
-      BuildMpirunArgv(mo),
-      [&log, tuning, tuning_mu](std::string_view line, bool is_stderr) {
-        if (tuning) {
-          if (auto choice = ParseNcclTuningLine(line)) {
-            std::lock_guard<std::mutex> lock(*tuning_mu);
-            (*tuning)[{choice->function, choice->bytes}] = *choice;
-            return;  // one line per call: kept out of the log
-          }
-        }
-        std::lock_guard<std::mutex> lock(log.mu);
-        log.file << (is_stderr ? "E " : "O ") << line << "\n";
-        log.file.flush();
-        if (auto f = ParseMpirunFailureLine(line); f && !log.rank_failure)
-          log.rank_failure = f;
-        if (log.echo && !line.empty()) std::cerr << "  | " << line << "\n";
-      });
+  WatchLimits limits;
+  limits.deadline_s =
+      options.timeout_s > 0 ? options.timeout_s : DefaultDeadlineSeconds(cases);
+  limits.registration_timeout_s = options.registration_timeout_s;
+  limits.heartbeat_timeout_s = options.heartbeat_timeout_s;
+  limits.op_timeout_s = options.op_timeout_s;
+  const absl::Time start = absl::Now();
+  auto launched =
+      JobSupervisor::LaunchMpirun(&manager, job_id, std::move(launch), limits);
   if (!launched.ok()) {
     Error(std::string(launched.status().message()));
     v1::Failure f;
     f.set_reason(v1::WORKER_EXIT);
+    f.set_rank(-1);
     f.set_detail(std::string(launched.status().message()));
     manager.Finish(job_id, v1::JOB_FAILED, f);
     result_of_job.failed = true;
     return result_of_job;
   }
-  ChildProcess& mpirun = **launched;
+  JobSupervisor& supervisor = **launched;
 
-  // 4. Watch: results, rank reports, the launcher, heartbeats, deadlines.
-  const std::string my_host = Hostname();
-  const absl::Time start = absl::Now();
-  const double timeout_s =
-      options.timeout_s > 0 ? options.timeout_s : DefaultTimeout(cases);
+  // 4. Watch: results as they arrive; the supervisor decides the end.
   std::vector<v1::Result> results;
   bool begun = false;
-  int registered = 0;
-  bool workers_done = false;
-  std::optional<v1::Failure> failure;
-  std::optional<int> exit_status;
   absl::Time last_output = absl::Now();
-  absl::Time exit_seen = absl::InfinitePast();
 
   auto begin = [&] {
     if (begun) return;
@@ -279,99 +243,22 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases,
     if (!results.empty()) rctx.provenance = results.front().provenance();
     for (Reporter* rep : reporters) rep->Begin(rctx);
   };
-  auto fail = [&](v1::FailureReason reason, int rank, const std::string& host,
-                  const std::string& detail) {
-    if (failure) return;
-    v1::Failure f;
-    f.set_reason(reason);
-    f.set_rank(rank);
-    f.set_host(host);
-    f.set_detail(detail);
-    failure = f;
+  auto drain = [&](absl::Duration wait) {
+    bool any = false;
+    while (auto ev = manager.NextEvent(any ? absl::ZeroDuration() : wait)) {
+      any = true;
+      if (ev->type != JobEvent::Type::kResult || ev->job_id != job_id) continue;
+      results.push_back(ev->result);
+      begin();
+      for (Reporter* rep : reporters) rep->Report(ev->result);
+      last_output = absl::Now();
+    }
   };
 
-  while (true) {
-    if (auto ev = manager.NextEvent(absl::Milliseconds(100))) {
-      switch (ev->type) {
-        case JobEvent::Type::kRegistered:
-          ++registered;
-          break;
-        case JobEvent::Type::kResult:
-          results.push_back(ev->result);
-          begin();
-          for (Reporter* rep : reporters) rep->Report(ev->result);
-          last_output = absl::Now();
-          break;
-        case JobEvent::Type::kRankFinal:
-          if (ev->failure.reason() != v1::FAILURE_REASON_UNSPECIFIED) {
-            fail(ev->failure.reason(), ev->failure.rank(), ev->failure.host(),
-                 ev->failure.detail());
-          } else if (ev->rank == 0) {
-            workers_done = true;
-          }
-          break;
-        case JobEvent::Type::kTerminal:
-          break;
-      }
-      continue;  // drain events before checking the rest
-    }
-    if (!exit_status) {
-      exit_status = mpirun.Poll();
-      if (exit_status) exit_seen = absl::Now();
-    }
-    if (exit_status) {
-      // Give late events a moment to arrive, then decide.
-      if (absl::Now() - exit_seen < absl::Milliseconds(300)) continue;
-      if (*exit_status != 0 || !workers_done) {
-        std::lock_guard<std::mutex> lock(log.mu);
-        if (log.rank_failure) {
-          fail(v1::WORKER_EXIT, log.rank_failure->rank, log.rank_failure->host,
-               log.rank_failure->detail);
-        } else {
-          fail(v1::WORKER_EXIT, -1, my_host,
-               "mpirun ended with " + DescribeWaitStatus(*exit_status) +
-                   (workers_done ? "" : " before the workers finished"));
-        }
-      }
-      break;
-    }
-    if (failure) break;
-    // A local rank that vanished without its final report: worker_exit.
+  std::optional<Outcome> outcome;
+  while (!(outcome = supervisor.Poll())) {
+    drain(absl::Milliseconds(100));
     absl::Time now = absl::Now();
-    for (const RankStatus& r : manager.Ranks(job_id)) {
-      if (!r.registered || r.final) continue;
-      if (r.fingerprint.host() == my_host &&
-          !ProcessAlive(r.fingerprint.pid())) {
-        // After rank 0's final report ranks may exit in any order; mpirun's
-        // exit status still catches a rank that dies at the very end.
-        if (workers_done) continue;
-        fail(v1::WORKER_EXIT, r.rank, r.fingerprint.host(),
-             absl::StrFormat("process %d is gone", r.fingerprint.pid()));
-      } else if (now - r.last_seen >
-                 absl::Seconds(options.heartbeat_timeout_s)) {
-        fail(v1::WORKER_UNREACHABLE, r.rank, r.fingerprint.host(),
-             absl::StrFormat("no heartbeat for %.0f s",
-                             absl::ToDoubleSeconds(now - r.last_seen)));
-      }
-    }
-    if (failure) break;
-    if (registered < np &&
-        now - start > absl::Seconds(options.registration_timeout_s)) {
-      std::vector<int> missing;
-      for (const RankStatus& r : manager.Ranks(job_id)) {
-        if (!r.registered) missing.push_back(r.rank);
-      }
-      fail(v1::WORKER_UNREACHABLE, missing.empty() ? -1 : missing[0], "",
-           absl::StrFormat("rank(s) %s never registered within %.0f s",
-                           absl::StrJoin(missing, ", "),
-                           options.registration_timeout_s));
-      break;
-    }
-    if (now - start > absl::Seconds(timeout_s)) {
-      fail(v1::DEADLINE, -1, "",
-           absl::StrFormat("job exceeded its %.0f s deadline", timeout_s));
-      break;
-    }
     if (now - last_output > absl::Seconds(10)) {
       int64_t slowest = INT64_MAX;
       for (const RankStatus& r : manager.Ranks(job_id))
@@ -383,65 +270,15 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases,
     }
   }
 
-  // 5. Reap: nothing of the job may outlive it. mpirun usually ends by
-  // itself within a moment of a rank's death (and names the rank).
-  for (int i = 0; i < 50 && !exit_status; ++i) {
-    absl::SleepFor(absl::Milliseconds(20));
-    exit_status = mpirun.Poll();
-  }
-  if (!exit_status || !ProcessesInSession(mpirun.pid()).empty()) {
-    mpirun.TerminateSession(absl::Seconds(2));
-  }
-  for (const RankStatus& r : manager.Ranks(job_id)) {
-    if (r.registered && r.fingerprint.host() == my_host &&
-        ProcessAlive(r.fingerprint.pid())) {
-      kill(r.fingerprint.pid(), SIGKILL);
-    }
-  }
-  mpirun.JoinReaders();
-  {
-    // mpirun's own account of a dead rank is the most precise one.
-    std::lock_guard<std::mutex> lock(log.mu);
-    if (failure && failure->reason() == v1::WORKER_EXIT && log.rank_failure &&
-        (failure->rank() < 0 || failure->rank() == log.rank_failure->rank)) {
-      failure->set_rank(log.rank_failure->rank);
-      failure->set_host(log.rank_failure->host);
-      failure->set_detail(log.rank_failure->detail);
-    }
-  }
-  // Results that arrived while reaping.
-  while (auto ev = manager.NextEvent(absl::ZeroDuration())) {
-    if (ev->type == JobEvent::Type::kResult) {
-      results.push_back(ev->result);
-      begin();
-      for (Reporter* rep : reporters) rep->Report(ev->result);
-    }
-  }
+  // 5. Reap: nothing of the job may outlive it.
+  supervisor.Reap(&*outcome);
+  drain(absl::ZeroDuration());  // results that arrived while reaping
+  std::optional<v1::Failure> failure;
+  if (outcome->state != v1::JOB_SUCCEEDED) failure = outcome->failure;
 
   RunSummary summary = Summarize(results);
-  if (!failure && summary.failed_results > 0) {
-    // Wrong data or a rejected case fails the job, with the first reason.
-    for (const auto& r : results) {
-      if (r.status() == v1::FAILED) {
-        failure = r.failure();
-        break;
-      }
-    }
-  }
-  if (!failure && static_cast<size_t>(summary.results) < cases.size()) {
-    fail(v1::WORKER_EXIT, -1, "",
-         absl::StrFormat("only %d of %d results arrived", summary.results,
-                         cases.size()));
-  }
   summary.succeeded = !failure.has_value();
-  if (failure) {
-    summary.failure = absl::StrFormat(
-        "%s%s%s%s", FailureReasonName(failure->reason()),
-        failure->rank() >= 0 ? absl::StrFormat(" rank %d", failure->rank())
-                             : "",
-        failure->host().empty() ? "" : " on " + failure->host(),
-        failure->detail().empty() ? "" : ": " + failure->detail());
-  }
+  if (failure) summary.failure = DescribeFailure(*failure);
   begin();
   for (Reporter* rep : reporters) rep->End(summary);
   manager.Finish(job_id, failure ? v1::JOB_FAILED : v1::JOB_SUCCEEDED,
@@ -457,6 +294,8 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases,
 }
 
 }  // namespace
+
+std::string DefaultWorkerPath() { return SelfDir() + "/ringmaster-worker"; }
 
 std::string FindDefaultPlan() {
   std::vector<fs::path> candidates;
@@ -611,8 +450,6 @@ int RunCommand(const RunOptions& options,
     Error(std::string(server.status().message()));
     return kExitInternal;
   }
-  // The token travels in the environment, never in argv.
-  setenv("RINGMASTER_TOKEN", token.c_str(), 1);
   JobContext ctx{
       options,   manager, absl::StrFormat("127.0.0.1:%d", (*server)->port()),
       worker,    np,      worker_backend,

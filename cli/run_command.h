@@ -20,7 +20,8 @@ struct RunOptions {
   double timeout_s = 0;  // 0: derived from the plan
   double registration_timeout_s = 60;
   double heartbeat_timeout_s = 15;
-  bool quiet = false;  // no launcher output echoed
+  double op_timeout_s = 60;  // no rank made progress for this long: rank_hung
+  bool quiet = false;        // no launcher output echoed
   // Label results with NCCL's algorithm/protocol (a tuning probe launch).
   bool nccl_algorithms = false;
 };
@@ -38,6 +39,9 @@ int RunCommand(const RunOptions& options,
 
 // Validates a plan and prints its expansion summary; exit code as above.
 int ValidateCommand(const std::string& plan_path);
+
+// ringmaster-worker next to this binary.
+std::string DefaultWorkerPath();
 
 // Where the default plan is found: $RINGMASTER_PLANS_DIR, ./plans, and the
 // plans folder next to the installed or built binary.

@@ -1,5 +1,6 @@
 #include "coordinator/job_manager.h"
 
+#include <algorithm>
 #include <random>
 
 #include "absl/strings/str_format.h"
@@ -8,11 +9,6 @@
 namespace ringmaster {
 namespace {
 
-bool Terminal(v1::JobState s) {
-  return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED ||
-         s == v1::JOB_CANCELLED;
-}
-
 std::string RandomHex(int bytes) {
   std::random_device rd;  // /dev/urandom on Linux
   std::string out;
@@ -20,7 +16,31 @@ std::string RandomHex(int bytes) {
   return out;
 }
 
+absl::Status CheckRank(const v1::Job& job, int rank) {
+  if (rank < 0 || rank >= job.nranks()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rank %d out of range (job %s has %d ranks)", rank,
+                        job.job_id(), job.nranks()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+bool TerminalState(v1::JobState s) {
+  return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED ||
+         s == v1::JOB_CANCELLED;
+}
+
+v1::Job JobSummary(const v1::Job& job) {
+  v1::Job out = job;
+  out.clear_plan();
+  out.clear_cases();
+  out.clear_worker_token();
+  out.mutable_plan()->set_name(job.plan().name());
+  out.mutable_plan()->set_source_path(job.plan().source_path());
+  return out;
+}
 
 std::string NewJobId() {
   return absl::FormatTime("%Y%m%d-%H%M%S-", absl::Now(), absl::UTCTimeZone()) +
@@ -43,6 +63,7 @@ JobManager::JobRecord* JobManager::Find(const std::string& job_id) {
 }
 
 void JobManager::Push(JobEvent event) {
+  if (!options_.events) return;
   if (events_.size() >= options_.max_queued_events) events_.pop_front();
   events_.push_back(std::move(event));
   events_cv_.notify_all();
@@ -52,28 +73,96 @@ absl::Status JobManager::Persist(const v1::Job& job) {
   return store_->PutJob(job);
 }
 
+void JobManager::ResetRanks(JobRecord* rec) {
+  rec->ranks.assign(rec->job.nranks(), RankStatus());
+  for (int r = 0; r < rec->job.nranks(); ++r) rec->ranks[r].rank = r;
+  rec->failed_result.reset();
+}
+
 absl::StatusOr<v1::Job> JobManager::CreateJob(
     const v1::Plan& plan, std::vector<v1::Case> cases, int nranks,
     std::vector<std::string> command_line) {
-  if (nranks < 1)
+  v1::Job spec;
+  *spec.mutable_plan() = plan;
+  for (auto& c : cases) *spec.add_cases() = std::move(c);
+  spec.set_nranks(nranks);
+  for (auto& a : command_line) spec.add_command_line(std::move(a));
+  bool duplicate = false;
+  return CreateJob(std::move(spec), &duplicate);
+}
+
+absl::StatusOr<v1::Job> JobManager::CreateJob(v1::Job spec, bool* duplicate) {
+  *duplicate = false;
+  if (spec.nranks() < 1)
     return absl::InvalidArgumentError("a job needs at least one rank");
+  const std::pair<std::string, std::string> request{spec.user(),
+                                                    spec.request_id()};
   JobRecord record;
   v1::Job& job = record.job;
-  job.set_job_id(NewJobId());
-  job.set_state(v1::JOB_PENDING);
-  *job.mutable_plan() = plan;
-  for (auto& c : cases) *job.add_cases() = std::move(c);
-  job.set_nranks(nranks);
+  job = std::move(spec);
+  job.set_state(v1::JOB_QUEUED);
   job.set_attempt(1);
   job.set_created_at(NowRfc3339());
-  for (auto& a : command_line) job.add_command_line(std::move(a));
-  record.ranks.resize(nranks);
-  for (int r = 0; r < nranks; ++r) record.ranks[r].rank = r;
+  job.set_worker_token(NewToken());
+  if (job.max_attempts() < 1) job.set_max_attempts(1);
+  v1::Attempt* a = job.add_attempts();
+  a->set_attempt(1);
+  a->set_state(v1::JOB_QUEUED);
+  std::string job_id;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!job.request_id().empty()) {
+      // The same request again: its job, once that is durable.
+      while (true) {
+        auto it = requests_.find(request);
+        if (it == requests_.end()) break;
+        JobRecord* rec = Find(it->second);
+        if (!rec) break;
+        if (rec->durable) {
+          *duplicate = true;
+          return rec->job;
+        }
+        durable_cv_.wait(lock);
+      }
+    }
+    job.set_job_id(NewJobId());
+    while (jobs_.count(job.job_id())) job.set_job_id(NewJobId());
+    job_id = job.job_id();
+    record.order = next_order_++;
+    record.durable = false;  // invisible to the scheduler until stored
+    ResetRanks(&record);
+    if (!job.request_id().empty()) requests_[request] = job_id;
+    jobs_.emplace(job_id, record);
+  }
+  // Stored outside the lock: concurrent submissions share one commit.
+  absl::Status stored = Persist(job);
   std::lock_guard<std::mutex> lock(mu_);
-  RM_RETURN_IF_ERROR(Persist(job));
-  v1::Job copy = job;
-  jobs_.emplace(job.job_id(), std::move(record));
-  return copy;
+  if (!stored.ok()) {
+    jobs_.erase(job_id);
+    if (!job.request_id().empty()) requests_.erase(request);
+    durable_cv_.notify_all();
+    return stored;
+  }
+  Find(job_id)->durable = true;
+  durable_cv_.notify_all();
+  return job;
+}
+
+void JobManager::Adopt(const v1::Job& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobRecord record;
+  record.job = job;
+  record.order = next_order_++;
+  ResetRanks(&record);
+  if (job.state() == v1::JOB_RUNNING || job.state() == v1::JOB_LAUNCHING) {
+    // The workers may still be running: count the restart as their last
+    // sign of life, so the lease starts now.
+    for (auto& r : record.ranks) r.last_progress = absl::Now();
+    record.started = absl::Now();
+  }
+  if (!job.request_id().empty())
+    requests_[{job.user(), job.request_id()}] = job.job_id();
+  jobs_[job.job_id()] = std::move(record);
 }
 
 absl::StatusOr<v1::RegisterResponse> JobManager::Register(
@@ -81,24 +170,28 @@ absl::StatusOr<v1::RegisterResponse> JobManager::Register(
   std::lock_guard<std::mutex> lock(mu_);
   JobRecord* rec = Find(req.job_id());
   if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
-  if (Terminal(rec->job.state())) {
+  if (TerminalState(rec->job.state())) {
     return absl::FailedPreconditionError("job " + req.job_id() + " is over");
+  }
+  if (rec->job.state() == v1::JOB_QUEUED) {
+    return absl::FailedPreconditionError("job " + req.job_id() +
+                                         " is not launched yet");
   }
   if (req.world_size() != rec->job.nranks()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("job %s has %d ranks, the worker says %d", req.job_id(),
                         rec->job.nranks(), req.world_size()));
   }
-  if (req.rank() < 0 || req.rank() >= rec->job.nranks()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("rank %d out of range", req.rank()));
-  }
+  RM_RETURN_IF_ERROR(CheckRank(rec->job, req.rank()));
   RankStatus& rank = rec->ranks[req.rank()];
   rank.registered = true;
   rank.fingerprint = req.fingerprint();
   rank.last_seen = absl::Now();
-  if (rec->job.state() == v1::JOB_PENDING) {
+  rank.last_progress = rank.last_seen;
+  ++rec->version;
+  if (rec->job.state() == v1::JOB_LAUNCHING) {
     rec->job.set_state(v1::JOB_RUNNING);
+    rec->job.mutable_attempts()->rbegin()->set_state(v1::JOB_RUNNING);
     rec->started = absl::Now();
     Persist(rec->job).IgnoreError();  // the state is re-persisted at the end
   }
@@ -109,6 +202,7 @@ absl::StatusOr<v1::RegisterResponse> JobManager::Register(
   Push(std::move(ev));
   v1::RegisterResponse resp;
   *resp.mutable_job() = rec->job;
+  resp.mutable_job()->clear_worker_token();
   resp.set_heartbeat_interval_ms(options_.heartbeat_interval_ms);
   return resp;
 }
@@ -118,15 +212,29 @@ absl::StatusOr<v1::HeartbeatResponse> JobManager::Heartbeat(
   std::lock_guard<std::mutex> lock(mu_);
   JobRecord* rec = Find(req.job_id());
   if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
+  RM_RETURN_IF_ERROR(CheckRank(rec->job, req.rank()));
   v1::HeartbeatResponse resp;
-  if (req.rank() < 0 || req.rank() >= rec->job.nranks()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("rank %d out of range", req.rank()));
+  if (req.attempt() != 0 && req.attempt() != rec->job.attempt()) {
+    resp.set_cancel(true);  // a stale attempt's rank: stop
+    return resp;
   }
   RankStatus& rank = rec->ranks[req.rank()];
-  rank.last_seen = absl::Now();
-  rank.progress_seq = std::max(rank.progress_seq, req.progress_seq());
-  resp.set_cancel(Terminal(rec->job.state()));
+  const absl::Time now = absl::Now();
+  rank.last_seen = now;
+  if (!rank.registered && rec->job.state() == v1::JOB_RUNNING) {
+    // A rank of a job adopted after a restart: it registered with the
+    // previous coordinator.
+    rank.registered = true;
+  }
+  if (req.progress_seq() > rank.progress_seq ||
+      req.entered_seq() > rank.entered_seq || req.ops() > rank.ops) {
+    rank.progress_seq = std::max(rank.progress_seq, req.progress_seq());
+    rank.entered_seq = std::max(rank.entered_seq, req.entered_seq());
+    rank.ops = std::max(rank.ops, req.ops());
+    rank.last_progress = now;
+    ++rec->version;
+  }
+  resp.set_cancel(TerminalState(rec->job.state()) || rec->cancel_requested);
   return resp;
 }
 
@@ -137,21 +245,24 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
     std::lock_guard<std::mutex> lock(mu_);
     JobRecord* rec = Find(req.job_id());
     if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
-    if (req.rank() < 0 || req.rank() >= rec->job.nranks()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("rank %d out of range", req.rank()));
-    }
+    RM_RETURN_IF_ERROR(CheckRank(rec->job, req.rank()));
     if (req.attempt() != rec->job.attempt()) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "stale attempt %d (current %d)", req.attempt(), rec->job.attempt()));
     }
-    if (Terminal(rec->job.state())) {
+    if (TerminalState(rec->job.state())) {
       return absl::FailedPreconditionError("job " + req.job_id() + " is over");
     }
+    results.reserve(req.results_size());
     for (const v1::Result& r : req.results()) {
       if (r.job_id() != req.job_id() || r.idempotency_key().empty()) {
         return absl::InvalidArgumentError(
             "result without this job's id or an idempotency key");
+      }
+      if (r.attempt() != req.attempt()) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("result of attempt %d in a report of attempt %d",
+                            r.attempt(), req.attempt()));
       }
       v1::Result copy = r;
       v1::Provenance* p = copy.mutable_provenance();
@@ -171,6 +282,15 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
     rec->job.set_results_received(rec->job.results_received() +
                                   counts->accepted);
     rec->ranks[req.rank()].last_seen = absl::Now();
+    if (counts->accepted > 0) ++rec->version;
+    if (!rec->failed_result) {
+      for (const auto& r : results) {
+        if (r.status() == v1::FAILED) {
+          rec->failed_result = r.failure();
+          break;
+        }
+      }
+    }
   }
   // Only newly stored results become events (a retried report is silent).
   if (counts->accepted > 0) {
@@ -184,7 +304,10 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
     }
   }
   if (req.final() && rec) {
-    rec->ranks[req.rank()].final = true;
+    RankStatus& rank = rec->ranks[req.rank()];
+    rank.final = true;
+    if (req.has_failure()) rank.failure = req.failure();
+    ++rec->version;
     JobEvent ev;
     ev.type = JobEvent::Type::kRankFinal;
     ev.job_id = req.job_id();
@@ -211,14 +334,46 @@ absl::StatusOr<std::vector<v1::Result>> JobManager::QueryResults(
   return store_->Results(job_id, after_seq, limit);
 }
 
+std::vector<v1::Job> JobManager::ListJobs(
+    const std::vector<v1::JobState>& states, const std::string& user,
+    int limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<const JobRecord*> recs;
+  for (const auto& [id, rec] : jobs_) {
+    if (!rec.durable) continue;
+    if (!user.empty() && rec.job.user() != user) continue;
+    if (!states.empty() && std::find(states.begin(), states.end(),
+                                     rec.job.state()) == states.end())
+      continue;
+    recs.push_back(&rec);
+  }
+  std::sort(recs.begin(), recs.end(),
+            [](const JobRecord* a, const JobRecord* b) {
+              return a->order > b->order;
+            });
+  if (limit > 0 && static_cast<int>(recs.size()) > limit) recs.resize(limit);
+  std::vector<v1::Job> out;
+  out.reserve(recs.size());
+  for (const JobRecord* rec : recs) out.push_back(JobSummary(rec->job));
+  return out;
+}
+
 bool JobManager::Finish(const std::string& job_id, v1::JobState state,
                         const v1::Failure& failure) {
   std::lock_guard<std::mutex> lock(mu_);
   JobRecord* rec = Find(job_id);
-  if (!rec || Terminal(rec->job.state())) return false;
+  if (!rec || TerminalState(rec->job.state())) return false;
   rec->job.set_state(state);
   if (state != v1::JOB_SUCCEEDED) *rec->job.mutable_failure() = failure;
   rec->job.set_finished_at(NowRfc3339());
+  rec->job.set_launcher_sid(0);
+  if (rec->job.attempts_size() > 0) {
+    v1::Attempt* a = &*rec->job.mutable_attempts()->rbegin();
+    a->set_state(state);
+    a->set_finished_at(rec->job.finished_at());
+    if (state != v1::JOB_SUCCEEDED) *a->mutable_failure() = failure;
+  }
+  ++rec->version;
   Persist(rec->job).IgnoreError();
   JobEvent ev;
   ev.type = JobEvent::Type::kTerminal;
@@ -229,10 +384,126 @@ bool JobManager::Finish(const std::string& job_id, v1::JobState state,
   return true;
 }
 
+absl::Status JobManager::MarkLaunching(const std::string& job_id,
+                                       int launcher_sid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobRecord* rec = Find(job_id);
+  if (!rec) return absl::NotFoundError("unknown job " + job_id);
+  if (TerminalState(rec->job.state()))
+    return absl::FailedPreconditionError("job " + job_id + " is over");
+  rec->job.set_state(v1::JOB_LAUNCHING);
+  rec->job.set_launcher_sid(launcher_sid);
+  if (rec->job.attempts_size() > 0) {
+    v1::Attempt* a = &*rec->job.mutable_attempts()->rbegin();
+    a->set_state(v1::JOB_LAUNCHING);
+    a->set_started_at(NowRfc3339());
+  }
+  rec->started = absl::Now();
+  ++rec->version;
+  return Persist(rec->job);
+}
+
+absl::Status JobManager::Requeue(const std::string& job_id,
+                                 const v1::Failure& failure) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobRecord* rec = Find(job_id);
+  if (!rec) return absl::NotFoundError("unknown job " + job_id);
+  if (TerminalState(rec->job.state()))
+    return absl::FailedPreconditionError("job " + job_id + " is over");
+  if (rec->job.attempts_size() > 0) {
+    v1::Attempt* a = &*rec->job.mutable_attempts()->rbegin();
+    a->set_state(v1::JOB_FAILED);
+    a->set_finished_at(NowRfc3339());
+    *a->mutable_failure() = failure;
+  }
+  rec->job.set_attempt(rec->job.attempt() + 1);
+  rec->job.set_state(v1::JOB_QUEUED);
+  rec->job.set_launcher_sid(0);
+  v1::Attempt* next = rec->job.add_attempts();
+  next->set_attempt(rec->job.attempt());
+  next->set_state(v1::JOB_QUEUED);
+  ResetRanks(rec);
+  ++rec->version;
+  return Persist(rec->job);
+}
+
+absl::Status JobManager::RequestCancel(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobRecord* rec = Find(job_id);
+  if (!rec) return absl::NotFoundError("unknown job " + job_id);
+  if (TerminalState(rec->job.state())) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "job %s is already %s", job_id, v1::JobState_Name(rec->job.state())));
+  }
+  rec->cancel_requested = true;
+  ++rec->version;
+  return absl::OkStatus();
+}
+
 std::vector<RankStatus> JobManager::Ranks(const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   JobRecord* rec = Find(job_id);
   return rec ? rec->ranks : std::vector<RankStatus>{};
+}
+
+absl::StatusOr<JobSnapshot> JobManager::Snapshot(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobRecord* rec = Find(job_id);
+  if (!rec) return absl::NotFoundError("unknown job " + job_id);
+  JobSnapshot s;
+  s.job = JobSummary(rec->job);
+  s.cases = rec->job.cases_size();
+  s.ranks = rec->ranks;
+  s.cancel_requested = rec->cancel_requested;
+  s.failed_result = rec->failed_result;
+  s.version = rec->version;
+  return s;
+}
+
+std::vector<std::string> JobManager::JobsInState(v1::JobState state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<uint64_t, std::string>> found;
+  for (const auto& [id, rec] : jobs_) {
+    if (rec.durable && rec.job.state() == state)
+      found.emplace_back(rec.order, id);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+std::string JobManager::WorkerToken(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobRecord* rec = Find(job_id);
+  return rec ? rec->job.worker_token() : std::string();
+}
+
+int JobManager::CountUnfinished(const std::string& user) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (const auto& [id, rec] : jobs_) {
+    n += rec.job.user() == user && !TerminalState(rec.job.state());
+  }
+  return n;
+}
+
+std::optional<v1::Job> JobManager::FindRequest(const std::string& user,
+                                               const std::string& request_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = requests_.find({user, request_id});
+  if (it == requests_.end()) return std::nullopt;
+  JobRecord* rec = Find(it->second);
+  if (!rec || !rec->durable) return std::nullopt;
+  return JobSummary(rec->job);
+}
+
+bool JobManager::IsWorkerToken(const std::string& token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, rec] : jobs_) {
+    if (!token.empty() && rec.job.worker_token() == token) return true;
+  }
+  return false;
 }
 
 std::optional<JobEvent> JobManager::NextEvent(absl::Duration timeout) {

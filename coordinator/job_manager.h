@@ -38,16 +38,37 @@ struct RankStatus {
   int rank = 0;
   bool registered = false;
   v1::Fingerprint fingerprint;
-  int64_t progress_seq = -1;
+  int64_t progress_seq = -1;  // last case finished
+  int64_t entered_seq = -1;   // case the rank is in
+  int64_t ops = 0;            // operations completed
   absl::Time last_seen = absl::InfinitePast();
+  // When progress_seq, entered_seq or ops last changed (or registration).
+  absl::Time last_progress = absl::InfinitePast();
   bool final = false;
+  v1::Failure failure;  // from the rank's final report, when it failed
 };
+
+// What a job's supervisor needs to decide its fate, read in one lock.
+struct JobSnapshot {
+  v1::Job job;  // without plan and cases
+  int cases = 0;
+  std::vector<RankStatus> ranks;
+  bool cancel_requested = false;
+  std::optional<v1::Failure> failed_result;  // first FAILED result's failure
+  uint64_t version = 0;                      // grows with every visible change
+};
+
+bool TerminalState(v1::JobState state);
+
+// A job's fields without its plan and cases (for listings and streams).
+v1::Job JobSummary(const v1::Job& job);
 
 class JobManager {
  public:
   struct Options {
     int heartbeat_interval_ms = 500;
     size_t max_queued_events = 1 << 20;  // oldest dropped beyond this
+    bool events = true;  // false: no event queue (the service polls)
     // Called on every accepted result before it is stored (e.g. to label it
     // with NCCL's algorithm choice). Must be thread-safe; may be empty.
     std::function<void(v1::Result*)> annotate;
@@ -56,10 +77,17 @@ class JobManager {
   JobManager(Store* store, Options options);
   explicit JobManager(Store* store) : JobManager(store, Options()) {}
 
-  // Creates a PENDING job with a fresh id and stores it.
+  // Creates a QUEUED job with a fresh id and worker token and stores it.
   absl::StatusOr<v1::Job> CreateJob(const v1::Plan& plan,
                                     std::vector<v1::Case> cases, int nranks,
                                     std::vector<std::string> command_line);
+  // The same from a prepared job (plan, cases, nranks, user, request_id,
+  // limits, env, launcher set by the caller). A request id seen before for
+  // the same user returns that job with `*duplicate` set.
+  absl::StatusOr<v1::Job> CreateJob(v1::Job spec, bool* duplicate);
+  // Takes over jobs found in the store at start (after a restart): queued
+  // ones wait for admission again, launched ones for their workers.
+  void Adopt(const v1::Job& job);
 
   // Worker calls. Errors use gRPC-compatible codes: NotFound (unknown job),
   // InvalidArgument (bad rank), FailedPrecondition (job over, stale attempt).
@@ -75,12 +103,39 @@ class JobManager {
   absl::StatusOr<std::vector<v1::Result>> QueryResults(
       const std::string& job_id, int64_t after_seq, int limit);
 
+  // Jobs newest first; `user` empty = everyone's.
+  std::vector<v1::Job> ListJobs(const std::vector<v1::JobState>& states,
+                                const std::string& user, int limit);
+
   // Moves the job to a terminal state; the first call wins (returns false
   // when the job was already terminal or is unknown).
   bool Finish(const std::string& job_id, v1::JobState state,
               const v1::Failure& failure);
+  // Marks a launched attempt (LAUNCHING, with the launcher's session id).
+  absl::Status MarkLaunching(const std::string& job_id, int launcher_sid);
+  // Ends the current attempt with `failure` and queues the next one: its
+  // ranks start afresh and the old attempt's late writes are rejected.
+  absl::Status Requeue(const std::string& job_id, const v1::Failure& failure);
+  // Asks the job's supervisor to cancel it; heartbeats answer cancel.
+  // NotFound for an unknown job, FailedPrecondition when it is over.
+  absl::Status RequestCancel(const std::string& job_id);
 
   std::vector<RankStatus> Ranks(const std::string& job_id);
+  absl::StatusOr<JobSnapshot> Snapshot(const std::string& job_id);
+  absl::StatusOr<int64_t> CountResults(const std::string& job_id, int attempt) {
+    return store_->CountResults(job_id, attempt);
+  }
+  // A user's jobs that are not over yet.
+  int CountUnfinished(const std::string& user);
+  // The job a (user, request id) pair created, if any.
+  std::optional<v1::Job> FindRequest(const std::string& user,
+                                     const std::string& request_id);
+  // Ids of jobs in `state`, oldest first.
+  std::vector<std::string> JobsInState(v1::JobState state);
+  // The worker token of a job (empty when unknown).
+  std::string WorkerToken(const std::string& job_id);
+  // True when `token` is some job's worker token.
+  bool IsWorkerToken(const std::string& token);
 
   // The next event, waiting up to `timeout`.
   std::optional<JobEvent> NextEvent(absl::Duration timeout);
@@ -90,7 +145,13 @@ class JobManager {
     v1::Job job;
     std::vector<RankStatus> ranks;
     absl::Time started = absl::InfinitePast();
+    bool cancel_requested = false;
+    std::optional<v1::Failure> failed_result;
+    uint64_t version = 0;
+    uint64_t order = 0;   // creation order
+    bool durable = true;  // false while its first write is in flight
   };
+  void ResetRanks(JobRecord* rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobRecord* Find(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Push(JobEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Persist(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -99,8 +160,13 @@ class JobManager {
   Options options_;
   std::mutex mu_;
   std::map<std::string, JobRecord> jobs_ ABSL_GUARDED_BY(mu_);
+  // (user, request id) -> job id.
+  std::map<std::pair<std::string, std::string>, std::string> requests_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<JobEvent> events_ ABSL_GUARDED_BY(mu_);
   std::condition_variable events_cv_;
+  std::condition_variable durable_cv_;
 };
 
 // "YYYYmmdd-HHMMSS-xxxxxx" (UTC time plus random hex).

@@ -19,6 +19,7 @@ class JobManagerTest : public ::testing::Test {
     auto job = manager_->CreateJob(plan, cases, 2, {"ringmaster", "run"});
     ASSERT_TRUE(job.ok());
     job_ = *job;
+    ASSERT_TRUE(manager_->MarkLaunching(job_.job_id(), 0).ok());
   }
   v1::Result Result(int seq) {
     v1::Result r;
@@ -34,7 +35,8 @@ class JobManagerTest : public ::testing::Test {
 };
 
 TEST_F(JobManagerTest, RegisterReturnsCasesAndStartsTheJob) {
-  EXPECT_EQ(job_.state(), v1::JOB_PENDING);
+  EXPECT_EQ(job_.state(), v1::JOB_QUEUED);
+  EXPECT_EQ(manager_->GetJob(job_.job_id())->state(), v1::JOB_LAUNCHING);
   v1::RegisterRequest req;
   req.set_job_id(job_.job_id());
   req.set_rank(1);
@@ -136,6 +138,7 @@ TEST(JobManagerAnnotate, LabelsResultsBeforeTheyAreStored) {
   req.set_attempt(1);
   v1::Result* r = req.add_results();
   r->set_job_id(job->job_id());
+  r->set_attempt(1);
   r->set_idempotency_key(job->job_id() + "/1/0/0");
   ASSERT_TRUE(manager.ReportResults(req).ok());
   auto stored = manager.QueryResults(job->job_id(), -1, 0);

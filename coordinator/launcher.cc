@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -77,6 +78,17 @@ std::string DescribeWaitStatus(int status) {
   return absl::StrFormat("wait status %d", status);
 }
 
+void SetEnvEntry(std::vector<std::string>* env, const std::string& name,
+                 const std::string& value) {
+  const std::string prefix = name + "=";
+  env->erase(std::remove_if(env->begin(), env->end(),
+                            [&](const std::string& e) {
+                              return e.compare(0, prefix.size(), prefix) == 0;
+                            }),
+             env->end());
+  env->push_back(prefix + value);
+}
+
 std::vector<pid_t> ProcessesInSession(pid_t sid) {
   std::vector<pid_t> pids;
   DIR* dir = opendir("/proc");
@@ -123,8 +135,14 @@ void ReadLines(int fd, bool is_stderr, ChildProcess::LineCallback cb) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
-    const std::vector<std::string>& argv, LineCallback on_line) {
+    const std::vector<std::string>& argv, LineCallback on_line,
+    const std::vector<std::string>* env) {
   if (argv.empty()) return absl::InvalidArgumentError("empty command");
+  std::vector<char*> cenv;
+  if (env) {
+    for (const auto& e : *env) cenv.push_back(const_cast<char*>(e.c_str()));
+    cenv.push_back(nullptr);
+  }
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
   if (pipe2(err, O_CLOEXEC) != 0) {
@@ -145,7 +163,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
   pid_t pid = -1;
-  int rc = posix_spawnp(&pid, cargv[0], &actions, &attr, cargv.data(), environ);
+  int rc = posix_spawnp(&pid, cargv[0], &actions, &attr, cargv.data(),
+                        env ? cenv.data() : environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   close(out[1]);
@@ -181,14 +200,21 @@ int ChildProcess::TerminateSession(absl::Duration grace) {
     }
     return false;
   };
+  // SIGCONT after SIGTERM: a stopped process (SIGSTOP) only acts on its
+  // SIGTERM once it runs again.
+  auto resume_all = [this] {
+    for (pid_t p : ProcessesInSession(pid_)) kill(p, SIGCONT);
+  };
   // The launcher first: mpirun tears its ranks down itself and may crash
   // when its ranks are signalled under it.
   if (!Poll()) {
     kill(pid_, SIGTERM);
-    wait_until(absl::Now() + grace, /*whole_session=*/false);
+    resume_all();
+    wait_until(absl::Now() + grace, /*whole_session=*/true);
   }
   if (!ProcessesInSession(pid_).empty()) {
     for (pid_t p : ProcessesInSession(pid_)) kill(p, SIGTERM);
+    resume_all();
     if (wait_until(absl::Now() + grace / 2, /*whole_session=*/true)) return 0;
   }
   int killed = 0;
@@ -206,12 +232,37 @@ int ChildProcess::TerminateSession(absl::Duration grace) {
   return killed;
 }
 
+int TerminateSessionOf(pid_t sid, absl::Duration grace) {
+  if (sid <= 1) return 0;
+  for (pid_t p : ProcessesInSession(sid)) kill(p, SIGTERM);
+  for (pid_t p : ProcessesInSession(sid)) kill(p, SIGCONT);
+  absl::Time deadline = absl::Now() + grace;
+  while (absl::Now() < deadline && !ProcessesInSession(sid).empty()) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  int killed = 0;
+  for (pid_t p : ProcessesInSession(sid)) {
+    if (kill(p, SIGKILL) == 0) ++killed;
+  }
+  for (int i = 0; i < 50 && !ProcessesInSession(sid).empty(); ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return killed;
+}
+
 void ChildProcess::JoinReaders() {
   if (out_reader_.joinable()) out_reader_.join();
   if (err_reader_.joinable()) err_reader_.join();
 }
 
+void ChildProcess::Detach() {
+  detached_ = true;
+  if (out_reader_.joinable()) out_reader_.detach();
+  if (err_reader_.joinable()) err_reader_.detach();
+}
+
 ChildProcess::~ChildProcess() {
+  if (detached_) return;
   if (!Poll() || !ProcessesInSession(pid_).empty())
     TerminateSession(absl::Seconds(1));
   JoinReaders();

@@ -41,6 +41,10 @@ std::vector<std::string> BuildMpirunArgv(const MpirunOptions& options);
 // allowlist: nothing else crosses).
 std::vector<std::string> ForwardedEnvNames(const std::vector<std::string>& env);
 
+// Sets NAME=value in an environment list (replacing an earlier NAME).
+void SetEnvEntry(std::vector<std::string>* env, const std::string& name,
+                 const std::string& value);
+
 // A rank failure as mpirun reports it.
 struct RankFailure {
   int rank = -1;
@@ -58,6 +62,11 @@ std::string DescribeWaitStatus(int status);
 // Pids of the live processes of session `sid` (from /proc).
 std::vector<pid_t> ProcessesInSession(pid_t sid);
 
+// SIGTERM to every process of session `sid`, SIGKILL after `grace` to what
+// is left (for a launcher whose parent, a previous coordinator, is gone).
+// Returns how many processes got SIGKILL.
+int TerminateSessionOf(pid_t sid, absl::Duration grace);
+
 // A child process in its own session whose stdout and stderr lines are
 // delivered to a callback from a reader thread.
 class ChildProcess {
@@ -65,9 +74,11 @@ class ChildProcess {
   using LineCallback =
       std::function<void(std::string_view line, bool is_stderr)>;
   // Starts argv[0] (looked up in PATH). `on_line` runs on reader threads
-  // and must be thread-safe.
+  // and must be thread-safe. `env` (NAME=value strings) replaces the
+  // environment when given.
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(
-      const std::vector<std::string>& argv, LineCallback on_line);
+      const std::vector<std::string>& argv, LineCallback on_line,
+      const std::vector<std::string>* env = nullptr);
   ~ChildProcess();  // kills the session if still running, joins readers
 
   pid_t pid() const { return pid_; }
@@ -79,11 +90,15 @@ class ChildProcess {
   int TerminateSession(absl::Duration grace);
   // Waits for the reader threads to see end of output (after exit).
   void JoinReaders();
+  // Leaves the process running on its own: the destructor neither signals
+  // nor waits (the reader threads finish by themselves at end of output).
+  void Detach();
 
  private:
   ChildProcess() = default;
   pid_t pid_ = -1;
   std::optional<int> status_;
+  bool detached_ = false;
   std::thread out_reader_;
   std::thread err_reader_;
 };

@@ -1,11 +1,18 @@
 #include "coordinator/server.h"
 
+#include <grpcpp/ext/health_check_service_server_builder_option.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 
+#include <atomic>
 #include <chrono>
+#include <list>
+#include <mutex>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "coordinator/supervisor.h"
 #include "core/plan.h"
 #include "core/sweep.h"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
@@ -19,74 +26,261 @@ grpc::Status ToGrpc(const absl::Status& s) {
                       std::string(s.message()));
 }
 
-// Constant-time comparison so the token cannot be guessed byte by byte.
+// Constant-time comparison so a token cannot be guessed byte by byte.
 bool SameToken(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
+  if (a.size() != b.size() || a.empty()) return false;
   unsigned char diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
   return diff == 0;
 }
 
+v1::JobUpdate ToUpdate(const JobSnapshot& s) {
+  v1::JobUpdate u;
+  *u.mutable_job() = s.job;
+  u.set_cases(s.cases);
+  for (const RankStatus& r : s.ranks) {
+    v1::RankProgress* p = u.add_ranks();
+    p->set_rank(r.rank);
+    p->set_registered(r.registered);
+    p->set_host(r.fingerprint.host());
+    p->set_pid(r.fingerprint.pid());
+    p->set_progress_seq(r.progress_seq);
+    p->set_entered_seq(r.entered_seq);
+    p->set_final(r.final);
+  }
+  return u;
+}
+
+class WatchHub;
+
+// One WatchJob stream: the hub's thread offers a fresh snapshot whenever
+// the job changed and no write is in flight; the stream ends after the
+// terminal state is written.
+class WatchReactor : public grpc::ServerWriteReactor<v1::JobUpdate> {
+ public:
+  WatchReactor(JobManager* manager, std::string job_id)
+      : manager_(manager), job_id_(std::move(job_id)) {}
+
+  void Tick() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (writing_ || finished_) return;
+    if (cancelled_) {
+      FinishLocked(grpc::Status::CANCELLED);
+      return;
+    }
+    auto snap = manager_->Snapshot(job_id_);
+    if (!snap.ok()) {
+      FinishLocked(ToGrpc(snap.status()));
+      return;
+    }
+    if (sent_any_ && snap->version == last_version_) return;
+    sent_any_ = true;
+    last_version_ = snap->version;
+    update_ = ToUpdate(*snap);
+    terminal_ = TerminalState(snap->job.state());
+    writing_ = true;
+    StartWrite(&update_);
+  }
+  bool done() const { return done_.load(); }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    if (!ok) {
+      FinishLocked(grpc::Status::CANCELLED);
+    } else if (terminal_) {
+      FinishLocked(grpc::Status::OK);
+    }
+  }
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    if (!writing_) FinishLocked(grpc::Status::CANCELLED);
+  }
+  void OnDone() override { done_.store(true); }  // the hub deletes it
+
+ private:
+  void FinishLocked(const grpc::Status& s) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(s);
+  }
+  JobManager* manager_;
+  std::string job_id_;
+  std::mutex mu_;
+  bool writing_ = false, finished_ = false, cancelled_ = false;
+  bool sent_any_ = false, terminal_ = false;
+  uint64_t last_version_ = 0;
+  v1::JobUpdate update_;
+  std::atomic<bool> done_{false};
+};
+
+// Owns the watch streams and ticks them from one thread (5 Hz).
+class WatchHub {
+ public:
+  WatchHub() : thread_([this] { Loop(); }) {}
+  ~WatchHub() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    for (WatchReactor* r : reactors_) delete r;  // all done after Wait()
+  }
+  void Add(WatchReactor* r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    reactors_.push_back(r);
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reactors_.size();
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      for (auto it = reactors_.begin(); it != reactors_.end();) {
+        if ((*it)->done()) {
+          delete *it;
+          it = reactors_.erase(it);
+        } else {
+          (*it)->Tick();
+          ++it;
+        }
+      }
+      cv_.wait_for(lock, std::chrono::milliseconds(200));
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::list<WatchReactor*> reactors_;
+  std::thread thread_;
+};
+
 class Service final : public v1::Coordinator::CallbackService {
  public:
-  Service(JobManager* manager, std::string token)
-      : manager_(manager), token_(std::move(token)) {}
+  Service(JobManager* manager, const ServerOptions& options)
+      : manager_(manager), options_(options) {}
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
                                      const v1::RegisterRequest* req,
                                      v1::RegisterResponse* resp) override {
-    return Respond(ctx, [&] { return Assign(manager_->Register(*req), resp); });
+    return Respond(ctx, kWorkerCall, req->job_id(), [&](const Caller&) {
+      return Assign(manager_->Register(*req), resp);
+    });
   }
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
                                       const v1::HeartbeatRequest* req,
                                       v1::HeartbeatResponse* resp) override {
-    return Respond(ctx,
-                   [&] { return Assign(manager_->Heartbeat(*req), resp); });
+    return Respond(ctx, kWorkerCall, req->job_id(), [&](const Caller&) {
+      return Assign(manager_->Heartbeat(*req), resp);
+    });
   }
   grpc::ServerUnaryReactor* ReportResults(
       grpc::CallbackServerContext* ctx, const v1::ReportResultsRequest* req,
       v1::ReportResultsResponse* resp) override {
-    return Respond(ctx,
-                   [&] { return Assign(manager_->ReportResults(*req), resp); });
+    return Respond(ctx, kWorkerCall, req->job_id(), [&](const Caller&) {
+      return Assign(manager_->ReportResults(*req), resp);
+    });
   }
   grpc::ServerUnaryReactor* SubmitPlan(grpc::CallbackServerContext* ctx,
                                        const v1::SubmitPlanRequest* req,
                                        v1::SubmitPlanResponse* resp) override {
-    return Respond(ctx, [&]() -> absl::Status {
-      v1::Plan plan = req->plan();
-      if (!req->plan_yaml().empty()) {
-        auto parsed = ParsePlanYaml(req->plan_yaml(), "<submitted plan>");
-        if (!parsed.ok()) return parsed.status();
-        plan = *parsed;
-      }
-      int nranks = req->nranks() > 0 ? req->nranks()
-                                     : (plan.ranks() > 0 ? plan.ranks() : 1);
-      auto cases = ExpandPlan(plan, 100000, nranks);
-      if (!cases.ok()) return cases.status();
-      return Assign(manager_->CreateJob(plan, std::move(*cases), nranks, {}),
-                    resp->mutable_job());
-    });
+    return Respond(
+        ctx, kUserCall, "", [&](const Caller& caller) -> absl::Status {
+          if (options_.submit)
+            return Assign(options_.submit(*req, caller), resp);
+          auto job = JobFromSubmit(*req);
+          if (!job.ok()) return job.status();
+          job->set_user(caller.user);
+          bool duplicate = false;
+          auto created = manager_->CreateJob(std::move(*job), &duplicate);
+          if (!created.ok()) return created.status();
+          resp->set_duplicate(duplicate);
+          *resp->mutable_job() = JobSummary(*created);
+          return absl::OkStatus();
+        });
   }
   grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* ctx,
                                    const v1::GetJobRequest* req,
                                    v1::GetJobResponse* resp) override {
-    return Respond(ctx, [&] {
-      return Assign(manager_->GetJob(req->job_id()), resp->mutable_job());
+    return Respond(ctx, kUserCall, "", [&](const Caller& caller) {
+      auto job = VisibleJob(caller, req->job_id());
+      if (!job.ok()) return job.status();
+      *resp->mutable_job() = std::move(*job);
+      resp->mutable_job()->clear_worker_token();
+      return absl::OkStatus();
     });
+  }
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx,
+                                     const v1::ListJobsRequest* req,
+                                     v1::ListJobsResponse* resp) override {
+    return Respond(ctx, kUserCall, "", [&](const Caller& caller) {
+      std::vector<v1::JobState> states;
+      for (int st : req->states())
+        states.push_back(static_cast<v1::JobState>(st));
+      std::string user =
+          caller.role == Caller::Role::kAdmin ? req->user() : caller.user;
+      int limit = req->limit() > 0 ? std::min(req->limit(), 10000) : 100;
+      for (auto& j : manager_->ListJobs(states, user, limit))
+        *resp->add_jobs() = std::move(j);
+      return absl::OkStatus();
+    });
+  }
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* ctx,
+                                      const v1::CancelJobRequest* req,
+                                      v1::CancelJobResponse* resp) override {
+    return Respond(ctx, kUserCall, "", [&](const Caller& caller) {
+      auto job = VisibleJob(caller, req->job_id());
+      if (!job.ok()) return job.status();
+      absl::Status s = manager_->RequestCancel(req->job_id());
+      if (!s.ok()) return s;
+      *resp->mutable_job() = JobSummary(*job);
+      return absl::OkStatus();
+    });
+  }
+  grpc::ServerWriteReactor<v1::JobUpdate>* WatchJob(
+      grpc::CallbackServerContext* ctx,
+      const v1::WatchJobRequest* req) override {
+    auto caller = Authenticate(*ctx, kUserCall, "");
+    absl::Status s = caller.status();
+    if (s.ok()) s = VisibleJob(*caller, req->job_id()).status();
+    if (!s.ok()) {
+      // A reactor that only finishes.
+      class Refuse : public grpc::ServerWriteReactor<v1::JobUpdate> {
+       public:
+        explicit Refuse(const grpc::Status& s) { Finish(s); }
+        void OnDone() override { delete this; }
+      };
+      return new Refuse(ToGrpc(s));
+    }
+    auto* r = new WatchReactor(manager_, req->job_id());
+    r->Tick();  // the current state at once; changes from the hub
+    hub_.Add(r);
+    return r;
   }
   grpc::ServerUnaryReactor* QueryResults(
       grpc::CallbackServerContext* ctx, const v1::QueryResultsRequest* req,
       v1::QueryResultsResponse* resp) override {
-    return Respond(ctx, [&]() -> absl::Status {
-      auto results =
-          manager_->QueryResults(req->job_id(), req->after_seq(), req->limit());
-      if (!results.ok()) return results.status();
-      for (auto& r : *results) *resp->add_results() = std::move(r);
-      return absl::OkStatus();
-    });
+    return Respond(
+        ctx, kUserCall, "", [&](const Caller& caller) -> absl::Status {
+          auto job = VisibleJob(caller, req->job_id());
+          if (!job.ok()) return job.status();
+          int limit = req->limit() > 0 ? std::min(req->limit(), 10000) : 10000;
+          auto results =
+              manager_->QueryResults(req->job_id(), req->after_seq(), limit);
+          if (!results.ok()) return results.status();
+          for (auto& r : *results) *resp->add_results() = std::move(r);
+          return absl::OkStatus();
+        });
   }
 
  private:
+  enum CallKind { kWorkerCall, kUserCall };
+
   template <typename T, typename M>
   static absl::Status Assign(absl::StatusOr<T> value, M* out) {
     if (!value.ok()) return value.status();
@@ -94,31 +288,83 @@ class Service final : public v1::Coordinator::CallbackService {
     return absl::OkStatus();
   }
 
+  // The job, when the caller may see it (its owner or an admin).
+  absl::StatusOr<v1::Job> VisibleJob(const Caller& caller,
+                                     const std::string& job_id) {
+    auto job = manager_->GetJob(job_id);
+    if (!job.ok()) return job.status();
+    if (caller.role != Caller::Role::kAdmin && job->user() != caller.user) {
+      return absl::PermissionDeniedError("job " + job_id +
+                                         " belongs to another user");
+    }
+    return job;
+  }
+
+  absl::StatusOr<Caller> Authenticate(const grpc::CallbackServerContext& ctx,
+                                      CallKind kind,
+                                      const std::string& job_id) {
+    const auto& md = ctx.client_metadata();
+    auto it = md.find("authorization");
+    if (it == md.end())
+      return absl::UnauthenticatedError("missing bearer token");
+    std::string_view value(it->second.data(), it->second.size());
+    constexpr std::string_view kPrefix = "Bearer ";
+    if (value.substr(0, kPrefix.size()) != kPrefix)
+      return absl::UnauthenticatedError("malformed authorization header");
+    std::string_view token = value.substr(kPrefix.size());
+    Caller caller;
+    bool known = false;
+    if (SameToken(token, options_.admin_token)) {
+      caller.role = Caller::Role::kAdmin;
+      caller.user = "admin";
+      known = true;
+    }
+    for (const auto& [t, user] : options_.user_tokens) {
+      if (SameToken(token, t)) {
+        caller.role = Caller::Role::kUser;
+        caller.user = user;
+        known = true;
+      }
+    }
+    if (!known && kind == kWorkerCall && !job_id.empty() &&
+        SameToken(token, manager_->WorkerToken(job_id))) {
+      caller.role = Caller::Role::kWorker;
+      caller.job_id = job_id;
+      known = true;
+    }
+    if (!known) {
+      // A worker token used elsewhere is a wrong role, not a wrong token.
+      if (manager_->IsWorkerToken(std::string(token))) {
+        return absl::PermissionDeniedError(
+            kind == kUserCall ? "a worker token cannot make user calls"
+                              : "this worker token belongs to another job");
+      }
+      return absl::UnauthenticatedError("unknown token");
+    }
+    if (kind == kWorkerCall && caller.role == Caller::Role::kUser) {
+      return absl::PermissionDeniedError(
+          "a user token cannot make worker calls");
+    }
+    return caller;
+  }
+
   template <typename F>
   grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* ctx,
+                                    CallKind kind, const std::string& job_id,
                                     F&& handler) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (!Authorized(*ctx)) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                                   "bad or missing token"));
+    auto caller = Authenticate(*ctx, kind, job_id);
+    if (!caller.ok()) {
+      reactor->Finish(ToGrpc(caller.status()));
       return reactor;
     }
-    reactor->Finish(ToGrpc(handler()));
+    reactor->Finish(ToGrpc(handler(*caller)));
     return reactor;
   }
 
-  bool Authorized(const grpc::CallbackServerContext& ctx) const {
-    const auto& md = ctx.client_metadata();
-    auto it = md.find("authorization");
-    if (it == md.end()) return false;
-    std::string_view value(it->second.data(), it->second.size());
-    constexpr std::string_view kPrefix = "Bearer ";
-    if (value.substr(0, kPrefix.size()) != kPrefix) return false;
-    return SameToken(value.substr(kPrefix.size()), token_);
-  }
-
   JobManager* manager_;
-  std::string token_;
+  ServerOptions options_;
+  WatchHub hub_;
 };
 
 class GrpcCoordinatorServer : public CoordinatorServer {
@@ -154,26 +400,99 @@ bool IsLoopbackAddress(const std::string& address) {
   return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
+absl::StatusOr<v1::Job> JobFromSubmit(const v1::SubmitPlanRequest& req) {
+  v1::Plan plan = req.plan();
+  if (!req.plan_yaml().empty()) {
+    auto parsed = ParsePlanYaml(req.plan_yaml(), req.plan_name().empty()
+                                                     ? "<submitted plan>"
+                                                     : req.plan_name());
+    if (!parsed.ok()) return parsed.status();
+    plan = *parsed;
+  } else if (!req.has_plan()) {
+    return absl::InvalidArgumentError("SubmitPlan: no plan_yaml and no plan");
+  }
+  if (req.nranks() < 0 || req.nranks() > 4096) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "nranks: expected 1..4096 ranks, got %d", req.nranks()));
+  }
+  int nranks =
+      req.nranks() > 0 ? req.nranks() : (plan.ranks() > 0 ? plan.ranks() : 2);
+  auto cases = ExpandPlan(plan, 100000, nranks);
+  if (!cases.ok()) return cases.status();
+  if (!(req.timeout_s() >= 0 && req.timeout_s() <= 7 * 86400) ||
+      !(req.op_timeout_s() >= 0 && req.op_timeout_s() <= 86400)) {
+    return absl::InvalidArgumentError(
+        "timeout_s / op_timeout_s: expected 0 (default) up to 7 days / 1 day");
+  }
+  const std::string backend = req.backend().empty() ? "auto" : req.backend();
+  if (backend != "auto" && backend != "host" && backend != "cuda") {
+    return absl::InvalidArgumentError(
+        "backend: expected auto, host or cuda, got " + backend);
+  }
+  const double deadline =
+      req.timeout_s() > 0 ? req.timeout_s() : DefaultDeadlineSeconds(*cases);
+  v1::Job job;
+  *job.mutable_plan() = std::move(plan);
+  for (auto& c : *cases) *job.add_cases() = std::move(c);
+  job.set_nranks(nranks);
+  job.set_request_id(req.request_id());
+  job.set_backend(backend);
+  job.set_deadline_s(deadline);
+  job.set_op_timeout_s(req.op_timeout_s());
+  for (const auto& [k, v] : req.env()) (*job.mutable_env())[k] = v;
+  return job;
+}
+
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     JobManager* manager, const std::string& address, const std::string& token) {
-  if (!IsLoopbackAddress(address)) {
-    return absl::PermissionDeniedError(
-        absl::StrFormat("%s is not a loopback address; non-loopback listeners "
-                        "need TLS, which is "
-                        "not supported yet",
-                        address));
+  ServerOptions options;
+  options.address = address;
+  options.admin_token = token;
+  options.max_message_bytes = 16 << 20;
+  return Start(manager, options);
+}
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    JobManager* manager, const ServerOptions& options) {
+  const bool tls =
+      !options.tls_cert_pem.empty() && !options.tls_key_pem.empty();
+  if (!tls && !IsLoopbackAddress(options.address)) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "%s is not a loopback address: a non-loopback listener needs TLS "
+        "(--tls-cert and --tls-key)",
+        options.address));
   }
-  if (token.empty())
-    return absl::InvalidArgumentError("an empty token is not allowed");
-  auto service = std::make_unique<Service>(manager, token);
+  if (options.admin_token.size() < 16)
+    return absl::InvalidArgumentError("the admin token is missing or short");
+  auto service = std::make_unique<Service>(manager, options);
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  if (tls) {
+    grpc::SslServerCredentialsOptions ssl(
+        options.tls_client_ca_pem.empty()
+            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = options.tls_client_ca_pem;
+    ssl.pem_key_cert_pairs.push_back(
+        {options.tls_key_pem, options.tls_cert_pem});
+    creds = grpc::SslServerCredentials(ssl);
+  } else {
+    creds = grpc::InsecureServerCredentials();
+  }
+  builder.AddListeningPort(options.address, creds, &port);
   builder.RegisterService(service.get());
-  builder.SetMaxReceiveMessageSize(16 << 20);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE,
+                             options.max_metadata_bytes);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 256);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
-    return absl::UnavailableError("cannot listen on " + address);
+    return absl::UnavailableError("cannot listen on " + options.address);
   }
   return std::unique_ptr<CoordinatorServer>(
       new GrpcCoordinatorServer(std::move(service), std::move(server), port));

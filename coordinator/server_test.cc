@@ -7,6 +7,8 @@
 namespace ringmaster {
 namespace {
 
+constexpr char kAdminToken[] = "0123456789abcdef0123456789abcdef";
+
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -19,8 +21,9 @@ class ServerTest : public ::testing::Test {
     auto job = manager_->CreateJob(plan, {v1::Case()}, 1, {});
     ASSERT_TRUE(job.ok());
     job_id_ = job->job_id();
+    ASSERT_TRUE(manager_->MarkLaunching(job_id_, 0).ok());
     auto server =
-        CoordinatorServer::Start(manager_.get(), "127.0.0.1:0", "secret");
+        CoordinatorServer::Start(manager_.get(), "127.0.0.1:0", kAdminToken);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     address_ = "127.0.0.1:" + std::to_string(server_->port());
@@ -33,7 +36,7 @@ class ServerTest : public ::testing::Test {
 };
 
 TEST_F(ServerTest, RoundTripWithToken) {
-  auto client = CoordinatorClient::Create(address_, "secret");
+  auto client = CoordinatorClient::Create(address_, kAdminToken);
   v1::RegisterRequest req;
   req.set_job_id(job_id_);
   req.set_world_size(1);
@@ -45,6 +48,7 @@ TEST_F(ServerTest, RoundTripWithToken) {
   report.set_attempt(1);
   v1::Result* r = report.add_results();
   r->set_job_id(job_id_);
+  r->set_attempt(1);
   r->set_idempotency_key(job_id_ + "/1/0/0");
   auto sent = client->ReportResults(report);
   ASSERT_TRUE(sent.ok()) << sent.status();
@@ -67,7 +71,7 @@ TEST_F(ServerTest, WrongTokenIsUnauthenticatedAndWritesNothing) {
 }
 
 TEST_F(ServerTest, UnknownJobIsNotFound) {
-  auto client = CoordinatorClient::Create(address_, "secret");
+  auto client = CoordinatorClient::Create(address_, kAdminToken);
   v1::HeartbeatRequest hb;
   hb.set_job_id("nope");
   EXPECT_EQ(client->Heartbeat(hb).status().code(), absl::StatusCode::kNotFound);
@@ -77,7 +81,7 @@ TEST(CoordinatorServerStart, RefusesNonLoopbackWithoutTls) {
   auto store = Store::Open(":memory:");
   ASSERT_TRUE(store.ok());
   JobManager manager(store->get());
-  auto server = CoordinatorServer::Start(&manager, "0.0.0.0:0", "secret");
+  auto server = CoordinatorServer::Start(&manager, "0.0.0.0:0", kAdminToken);
   EXPECT_EQ(server.status().code(), absl::StatusCode::kPermissionDenied);
 }
 

@@ -93,24 +93,69 @@ absl::Status Store::Exec(const char* sql) {
   return absl::OkStatus();
 }
 
+absl::Status Store::Commit(const std::function<absl::Status()>& work) {
+  Work w{&work};
+  std::unique_lock<std::mutex> ql(queue_mu_);
+  queue_.push_back(&w);
+  while (!w.done) {
+    if (committing_) {
+      queue_cv_.wait(ql);
+      continue;
+    }
+    // Lead: commit everything queued so far in one transaction (one fsync
+    // for all of them); each piece of work in a savepoint of its own, so
+    // one failure does not undo the others.
+    committing_ = true;
+    std::vector<Work*> batch;
+    batch.swap(queue_);
+    ql.unlock();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      absl::Status begun = Exec("BEGIN IMMEDIATE");
+      if (!begun.ok()) {
+        for (Work* b : batch) b->result = begun;
+      } else {
+        for (Work* b : batch) {
+          Exec("SAVEPOINT work").IgnoreError();
+          b->result = (*b->fn)();
+          if (!b->result.ok()) Exec("ROLLBACK TO work").IgnoreError();
+          Exec("RELEASE work").IgnoreError();
+        }
+        absl::Status committed = Exec("COMMIT");
+        if (!committed.ok()) {
+          Exec("ROLLBACK").IgnoreError();
+          for (Work* b : batch) {
+            if (b->result.ok()) b->result = committed;
+          }
+        }
+      }
+    }
+    ql.lock();
+    for (Work* b : batch) b->done = true;
+    committing_ = false;
+    queue_cv_.notify_all();
+  }
+  return w.result;
+}
+
 absl::Status Store::PutJob(const v1::Job& job) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Statement st(
-      db_,
-      "INSERT OR REPLACE INTO jobs(job_id, state, created_at, finished_at, job)"
-      " VALUES(?, ?, ?, ?, ?)");
-  if (!st.ok()) return SqlError(db_, "prepare PutJob");
-  std::string blob = job.SerializeAsString();
-  sqlite3_bind_text(st.get(), 1, job.job_id().c_str(), -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int(st.get(), 2, job.state());
-  sqlite3_bind_text(st.get(), 3, job.created_at().c_str(), -1,
-                    SQLITE_TRANSIENT);
-  sqlite3_bind_text(st.get(), 4, job.finished_at().c_str(), -1,
-                    SQLITE_TRANSIENT);
-  sqlite3_bind_blob(st.get(), 5, blob.data(), static_cast<int>(blob.size()),
-                    SQLITE_TRANSIENT);
-  if (sqlite3_step(st.get()) != SQLITE_DONE) return SqlError(db_, "PutJob");
-  return absl::OkStatus();
+  return Commit([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::Status {
+    Statement st(db_,
+                 "INSERT OR REPLACE INTO jobs(job_id, state, created_at, "
+                 "finished_at, job) VALUES(?, ?, ?, ?, ?)");
+    if (!st.ok()) return SqlError(db_, "prepare PutJob");
+    std::string blob = job.SerializeAsString();
+    sqlite3_bind_text(st.get(), 1, job.job_id().c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(st.get(), 2, job.state());
+    sqlite3_bind_text(st.get(), 3, job.created_at().c_str(), -1,
+                      SQLITE_TRANSIENT);
+    sqlite3_bind_text(st.get(), 4, job.finished_at().c_str(), -1,
+                      SQLITE_TRANSIENT);
+    sqlite3_bind_blob(st.get(), 5, blob.data(), static_cast<int>(blob.size()),
+                      SQLITE_TRANSIENT);
+    if (sqlite3_step(st.get()) != SQLITE_DONE) return SqlError(db_, "PutJob");
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<v1::Job> Store::GetJob(const std::string& job_id) {
@@ -131,22 +176,18 @@ absl::StatusOr<v1::Job> Store::GetJob(const std::string& job_id) {
 
 absl::StatusOr<Store::InsertCounts> Store::InsertResults(
     const std::vector<v1::Result>& results, int reporting_rank) {
-  std::lock_guard<std::mutex> lock(mu_);
   InsertCounts counts;
   if (results.empty()) return counts;
-  absl::Status s = Exec("BEGIN IMMEDIATE");
-  if (!s.ok()) return s;
-  {
+  absl::Status s = Commit([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::Status {
+    counts = InsertCounts();
     Statement st(
         db_,
         "INSERT OR IGNORE INTO results(idempotency_key, job_id, attempt, rank,"
         " seq, status, busbw_gbps, result) VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
-    if (!st.ok()) {
-      Exec("ROLLBACK").IgnoreError();
-      return SqlError(db_, "prepare InsertResults");
-    }
+    if (!st.ok()) return SqlError(db_, "prepare InsertResults");
+    std::string blob;
     for (const v1::Result& r : results) {
-      std::string blob = r.SerializeAsString();
+      r.SerializeToString(&blob);
       sqlite3_reset(st.get());
       sqlite3_bind_text(st.get(), 1, r.idempotency_key().c_str(), -1,
                         SQLITE_TRANSIENT);
@@ -158,24 +199,59 @@ absl::StatusOr<Store::InsertCounts> Store::InsertResults(
       sqlite3_bind_double(st.get(), 7, r.busbw_gbps());
       sqlite3_bind_blob(st.get(), 8, blob.data(), static_cast<int>(blob.size()),
                         SQLITE_TRANSIENT);
-      if (sqlite3_step(st.get()) != SQLITE_DONE) {
-        absl::Status e = SqlError(db_, "InsertResults");
-        Exec("ROLLBACK").IgnoreError();
-        return e;
-      }
+      if (sqlite3_step(st.get()) != SQLITE_DONE)
+        return SqlError(db_, "InsertResults");
       if (sqlite3_changes(db_) == 1) {
         ++counts.accepted;
       } else {
         ++counts.duplicates;
       }
     }
-  }
-  s = Exec("COMMIT");
-  if (!s.ok()) {
-    Exec("ROLLBACK").IgnoreError();
-    return s;
-  }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
   return counts;
+}
+
+absl::StatusOr<int64_t> Store::CountResults(const std::string& job_id,
+                                            int attempt) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement st(db_,
+               "SELECT COUNT(*) FROM results WHERE job_id = ? AND attempt = ?");
+  if (!st.ok()) return SqlError(db_, "prepare CountResults");
+  sqlite3_bind_text(st.get(), 1, job_id.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int(st.get(), 2, attempt);
+  if (sqlite3_step(st.get()) != SQLITE_ROW)
+    return SqlError(db_, "CountResults");
+  return sqlite3_column_int64(st.get(), 0);
+}
+
+absl::StatusOr<std::vector<v1::Job>> Store::AllJobs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement st(db_, "SELECT job FROM jobs ORDER BY job_id");
+  if (!st.ok()) return SqlError(db_, "prepare AllJobs");
+  std::vector<v1::Job> out;
+  int rc;
+  while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
+    v1::Job job;
+    if (!job.ParseFromArray(sqlite3_column_blob(st.get(), 0),
+                            sqlite3_column_bytes(st.get(), 0))) {
+      return absl::DataLossError("corrupt job row");
+    }
+    out.push_back(std::move(job));
+  }
+  if (rc != SQLITE_DONE) return SqlError(db_, "AllJobs");
+  return out;
+}
+
+absl::StatusOr<std::string> Store::QuickCheck() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement check(db_, "PRAGMA quick_check");
+  if (!check.ok() || sqlite3_step(check.get()) != SQLITE_ROW) {
+    return SqlError(db_, "quick_check");
+  }
+  return std::string(
+      reinterpret_cast<const char*>(sqlite3_column_text(check.get(), 0)));
 }
 
 absl::StatusOr<std::vector<v1::Result>> Store::Results(

@@ -4,10 +4,13 @@
 // to query them. A result is identified by its idempotency key
 // (job/attempt/rank/seq): inserting it twice stores it once. InsertResults
 // returns only after the transaction committed, so callers may acknowledge.
+// Writers that arrive together share one transaction (group commit).
 // Thread-safe (one connection behind a mutex).
 #ifndef RINGMASTER_COORDINATOR_STORE_H_
 #define RINGMASTER_COORDINATOR_STORE_H_
 
+#include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -44,6 +47,13 @@ class Store {
   absl::StatusOr<InsertCounts> InsertResults(
       const std::vector<v1::Result>& results, int reporting_rank);
 
+  // How many results of `job_id`'s `attempt` are stored.
+  absl::StatusOr<int64_t> CountResults(const std::string& job_id, int attempt);
+  // Every job, oldest first (to take them over after a restart).
+  absl::StatusOr<std::vector<v1::Job>> AllJobs();
+  // PRAGMA quick_check's verdict ("ok" when sound).
+  absl::StatusOr<std::string> QuickCheck();
+
   // Results of `job_id` with case.seq > after_seq, in seq order; limit 0 =
   // all.
   absl::StatusOr<std::vector<v1::Result>> Results(const std::string& job_id,
@@ -52,6 +62,20 @@ class Store {
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs `work` (with mu_ held) inside a transaction shared with every
+  // other writer waiting at the same time: group commit, one fsync for all
+  // of them. Returns after the commit, with `work`'s own status.
+  absl::Status Commit(const std::function<absl::Status()>& work);
+
+  struct Work {
+    const std::function<absl::Status()>* fn;
+    absl::Status result;
+    bool done = false;
+  };
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::vector<Work*> queue_ ABSL_GUARDED_BY(queue_mu_);
+  bool committing_ ABSL_GUARDED_BY(queue_mu_) = false;
 
   std::mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);

@@ -1166,6 +1166,49 @@ std::string Sha256Hex(std::string_view data) {
   return hex;
 }
 
+// The line where the text nests deeper than `max_depth` (flow brackets
+// plus indentation levels), or 0. Checked by hand before yaml-cpp, whose
+// recursive parser would otherwise walk any depth an attacker sends.
+static int NestingTooDeepAt(std::string_view yaml, int max_depth) {
+  int line = 1, flow = 0;
+  bool at_line_start = true, in_comment = false;
+  char quote = 0;
+  int indent = 0;
+  for (char c : yaml) {
+    if (c == '\n') {
+      ++line;
+      at_line_start = true;
+      in_comment = false;
+      indent = 0;
+      if (quote == '\'') quote = 0;  // plain scalars end at the line
+      continue;
+    }
+    if (at_line_start) {
+      if (c == ' ') {
+        // Two spaces per level is the common style; a plan needs < 8.
+        if (++indent > 2 * max_depth) return line;
+        continue;
+      }
+      at_line_start = false;
+    }
+    if (in_comment) continue;
+    if (quote) {
+      if (c == quote) quote = 0;
+      continue;
+    }
+    if (c == '#') {
+      in_comment = true;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      if (++flow > max_depth) return line;
+    } else if ((c == ']' || c == '}') && flow > 0) {
+      --flow;
+    }
+  }
+  return 0;
+}
+
 absl::StatusOr<v1::Plan> ParsePlanYaml(std::string_view yaml,
                                        const std::string& source_name,
                                        const PlanLimits& limits) {
@@ -1173,6 +1216,11 @@ absl::StatusOr<v1::Plan> ParsePlanYaml(std::string_view yaml,
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s:1: (plan): file is %d bytes, more than the %d allowed", source_name,
         yaml.size(), limits.max_plan_bytes));
+  }
+  if (int line = NestingTooDeepAt(yaml, limits.max_nesting)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s:%d: (yaml): nesting deeper than %d levels",
+                        source_name, line, limits.max_nesting));
   }
   YAML::Node root;
   try {

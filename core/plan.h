@@ -24,6 +24,7 @@ struct PlanLimits {
   int max_list_entries = 1024;         // entries in any list
   int max_samples = 100000;
   int64_t max_plan_bytes = 1 << 20;  // plan file size
+  int max_nesting = 32;              // flow brackets / indentation levels
 };
 
 // Timing used where a plan says nothing (also documented in docs/plans.md).

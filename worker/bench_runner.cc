@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "core/progress.h"
 #include "core/stats.h"
 
 namespace ringmaster {
@@ -153,6 +154,7 @@ v1::Result RunBenchInner(const v1::Case& c, NodeBench& bench,
       total += bw;
       if (s > 0) tf += (*flops)[r] * iters / s / 1e12;
     }
+    CountOp();
     samples.push_back(slowest / iters);
     totals.push_back(total);
     tflops.push_back(tf);

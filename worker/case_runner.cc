@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "backends/collective_layout.h"
+#include "core/progress.h"
 #include "core/metrics.h"
 #include "core/names.h"
 #include "core/stats.h"
@@ -212,6 +213,7 @@ static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend,
       AnyRankFailed(ms.ok() ? local : ms, control, &result);
       return result;
     }
+    CountOp();
     for (double v : values) {
       samples.push_back(v);
       sampled_s += mode == v1::PER_OP ? v : v * iters;

@@ -7,12 +7,14 @@
 
 #include "absl/strings/str_format.h"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
+#include "worker/channel.h"
 
 namespace ringmaster {
 namespace {
 
 constexpr absl::Duration kCallDeadline = absl::Seconds(5);
-constexpr int kReportAttempts = 6;
+// Long enough to ride out a coordinator restart.
+constexpr absl::Duration kReportRetryFor = absl::Seconds(60);
 
 absl::Status FromGrpc(const grpc::Status& s, const char* call) {
   if (s.ok()) return absl::OkStatus();
@@ -27,14 +29,9 @@ bool Transient(const grpc::Status& s) {
 
 class GrpcCoordinatorClient : public CoordinatorClient {
  public:
-  GrpcCoordinatorClient(const std::string& address, const std::string& token)
-      : token_(token) {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-    args.SetMaxReceiveMessageSize(64 << 20);
-    stub_ = v1::Coordinator::NewStub(grpc::CreateCustomChannel(
-        address, grpc::InsecureChannelCredentials(), args));
-  }
+  GrpcCoordinatorClient(std::shared_ptr<grpc::Channel> channel,
+                        const std::string& token)
+      : token_(token), stub_(v1::Coordinator::NewStub(std::move(channel))) {}
 
   absl::StatusOr<v1::RegisterResponse> Register(
       const v1::RegisterRequest& request, absl::Duration wait) override {
@@ -67,15 +64,16 @@ class GrpcCoordinatorClient : public CoordinatorClient {
       const v1::ReportResultsRequest& request) override {
     absl::Duration backoff = absl::Milliseconds(100);
     grpc::Status s;
-    for (int attempt = 0; attempt < kReportAttempts; ++attempt) {
+    const absl::Time give_up = absl::Now() + kReportRetryFor;
+    while (true) {
       grpc::ClientContext ctx;
       Prepare(&ctx);
       v1::ReportResultsResponse response;
       s = stub_->ReportResults(&ctx, request, &response);
       if (s.ok()) return response;
-      if (!Transient(s)) break;
+      if (!Transient(s) || absl::Now() + backoff > give_up) break;
       absl::SleepFor(backoff);
-      backoff = std::min(backoff * 2, absl::Seconds(2));
+      backoff = std::min(backoff * 2, absl::Seconds(1));
     }
     return FromGrpc(s, "ReportResults");
   }
@@ -95,7 +93,13 @@ class GrpcCoordinatorClient : public CoordinatorClient {
 
 std::unique_ptr<CoordinatorClient> CoordinatorClient::Create(
     const std::string& address, const std::string& token) {
-  return std::make_unique<GrpcCoordinatorClient>(address, token);
+  auto channel = MakeCoordinatorChannel(address, TlsFiles::FromEnv());
+  if (!channel.ok()) {
+    // Unreadable TLS files: every call fails with the reason.
+    channel = grpc::CreateChannel("unix:/nonexistent",
+                                  grpc::InsecureChannelCredentials());
+  }
+  return std::make_unique<GrpcCoordinatorClient>(*channel, token);
 }
 
 }  // namespace ringmaster

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "core/progress.h"
 #include "core/stats.h"
 #include "core/training.h"
 #include "worker/bench_runner.h"
@@ -93,6 +94,7 @@ v1::Result RunTrainInner(const v1::Case& c, Trainer& trainer,
   double loss_first = 0, loss_last = 0;
   for (int s = 0; s < warmup + steps; ++s) {
     auto t = trainer.Step();
+    CountOp();
     if (!AllRanksOk(t.status(), control, &result)) return result;
     auto g = global_loss(t->loss);
     auto steps_all = control.AllGather(t->step_s);

@@ -31,6 +31,7 @@
 #include "core/faults.h"
 #include "core/fingerprint.h"
 #include "core/names.h"
+#include "core/progress.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 #include "worker/bench_runner.h"
@@ -113,6 +114,7 @@ class HeartbeatThread {
     thread_.join();
   }
   void SetProgress(int64_t seq) { progress_.store(seq); }
+  void SetEntered(int64_t seq) { entered_.store(seq); }
   bool cancelled() const { return cancelled_.load(); }
 
  private:
@@ -123,6 +125,8 @@ class HeartbeatThread {
       req.set_rank(rank_);
       req.set_attempt(attempt_);
       req.set_progress_seq(progress_.load());
+      req.set_entered_seq(entered_.load());
+      req.set_ops(OpsCounter().load(std::memory_order_relaxed));
       auto resp = client_->Heartbeat(req);
       if (resp.ok() && resp->cancel()) cancelled_.store(true);
     }
@@ -133,6 +137,7 @@ class HeartbeatThread {
   int attempt_;
   absl::Duration interval_;
   std::atomic<int64_t> progress_{-1};
+  std::atomic<int64_t> entered_{-1};
   std::atomic<bool> cancelled_{false};
   absl::Notification stop_;
   std::thread thread_;
@@ -419,6 +424,7 @@ int Run(const RunArgs& args, int argc, char** argv) {
       MPI_Abort(MPI_COMM_WORLD, kExitFailed);
     }
     MaybeInjectFault(*faults, rank, c.seq());
+    heartbeat.SetEntered(c.seq());
     const int n = c.nranks() > 0 ? c.nranks() : nranks;
     v1::Result result;
     if (c.bench() != v1::BENCH_COLLECTIVE && c.bench() != v1::BENCH_TRAIN) {

@@ -1,0 +1,513 @@
+#include "cli/service_commands.h"
+
+#include <signal.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "cli/run_command.h"
+#include "core/names.h"
+#include "core/report.h"
+#include "nlohmann/json.hpp"
+#include "ringmaster/v1/coordinator.grpc.pb.h"
+#include "spdlog/spdlog.h"
+#include "worker/channel.h"
+
+namespace ringmaster {
+namespace {
+
+void Error(const std::string& message) {
+  std::cerr << "ringmaster: error: " << message << "\n";
+}
+
+std::string StateName(v1::JobState s) {
+  std::string name = v1::JobState_Name(s);
+  return name.rfind("JOB_", 0) == 0 ? name.substr(4) : name;
+}
+
+int ExitCodeFor(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return kExitOk;
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return kExitUnavailable;
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return kExitAuth;
+    case grpc::StatusCode::NOT_FOUND:
+      return kExitNotFound;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return kExitBusy;
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return kExitUsage;
+    default:
+      return kExitInternal;
+  }
+}
+
+const char* CodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::UNAVAILABLE:
+      return "unavailable";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "deadline exceeded";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "authentication failed";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "permission denied";
+    case grpc::StatusCode::NOT_FOUND:
+      return "not found";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "resource exhausted";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "invalid argument";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "failed precondition";
+    default:
+      return "error";
+  }
+}
+
+int Fail(const grpc::Status& s, const std::string& what) {
+  Error(absl::StrFormat("%s: %s: %s", what, CodeName(s.error_code()),
+                        s.error_message()));
+  return ExitCodeFor(s.error_code());
+}
+
+// A connected client: stub plus the token.
+struct Client {
+  std::unique_ptr<v1::Coordinator::Stub> stub;
+  std::string token;
+  double timeout_s = 10;
+  void Prepare(grpc::ClientContext* ctx, bool deadline = true) const {
+    if (deadline) {
+      ctx->set_deadline(
+          std::chrono::system_clock::now() +
+          std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+    }
+    ctx->AddMetadata("authorization", "Bearer " + token);
+  }
+};
+
+std::optional<Client> Connect(const ClientOptions& o, int* exit_code) {
+  std::string token_file = o.token_file;
+  if (token_file.empty()) {
+    if (const char* f = std::getenv("RINGMASTER_TOKEN_FILE")) token_file = f;
+  }
+  if (token_file.empty()) token_file = "ringmaster-data/admin.token";
+  Client c;
+  if (const char* t = std::getenv("RINGMASTER_USER_TOKEN"); t && *t) {
+    c.token = t;
+  } else {
+    auto text = ReadSmallFile(token_file);
+    if (!text.ok()) {
+      Error(absl::StrFormat(
+          "%s: cannot read the token file (pass --token-file, or set "
+          "RINGMASTER_TOKEN_FILE)",
+          token_file));
+      *exit_code = kExitAuth;
+      return std::nullopt;
+    }
+    std::string value = *text;
+    while (!value.empty() && (value.back() == '\n' || value.back() == '\r' ||
+                              value.back() == ' '))
+      value.pop_back();
+    c.token = value;
+  }
+  TlsFiles tls{o.tls_ca, o.tls_cert, o.tls_key};
+  auto channel = MakeCoordinatorChannel(o.coordinator, tls);
+  if (!channel.ok()) {
+    Error(std::string(channel.status().message()));
+    *exit_code = kExitUsage;
+    return std::nullopt;
+  }
+  c.stub = v1::Coordinator::NewStub(*channel);
+  c.timeout_s = o.timeout_s;
+  return c;
+}
+
+nlohmann::json JobJson(const v1::Job& j) {
+  nlohmann::json out;
+  out["job_id"] = j.job_id();
+  out["state"] = StateName(j.state());
+  out["user"] = j.user();
+  out["plan"] = j.plan().name();
+  out["nranks"] = j.nranks();
+  out["attempt"] = j.attempt();
+  out["results"] = j.results_received();
+  out["created_at"] = j.created_at();
+  out["finished_at"] = j.finished_at();
+  if (j.state() == v1::JOB_FAILED || j.state() == v1::JOB_CANCELLED) {
+    out["failure"] = {{"reason", FailureReasonName(j.failure().reason())},
+                      {"rank", j.failure().rank()},
+                      {"host", j.failure().host()},
+                      {"detail", j.failure().detail()}};
+  }
+  return out;
+}
+
+std::string FailureLine(const v1::Job& j) {
+  if (j.state() != v1::JOB_FAILED && j.state() != v1::JOB_CANCELLED) return "";
+  const v1::Failure& f = j.failure();
+  if (j.state() == v1::JOB_CANCELLED) return f.detail();
+  return absl::StrFormat(
+      "%s%s%s%s", FailureReasonName(f.reason()),
+      f.rank() >= 0 ? absl::StrFormat(" rank %d", f.rank()) : "",
+      f.host().empty() ? "" : " on " + f.host(),
+      f.detail().empty() ? "" : ": " + f.detail());
+}
+
+}  // namespace
+
+int ServeCommand(ServeOptions o) {
+  if (!o.users_file.empty()) {
+    auto users = LoadUsersFile(o.users_file);
+    if (!users.ok()) {
+      Error(std::string(users.status().message()));
+      return kExitUsage;
+    }
+    o.service.server.user_tokens = *users;
+  }
+  auto read = [](const std::string& path, std::string* out) {
+    if (path.empty()) return true;
+    auto text = ReadSmallFile(path);
+    if (!text.ok()) {
+      Error(std::string(text.status().message()));
+      return false;
+    }
+    *out = *text;
+    return true;
+  };
+  if (!read(o.tls_cert_file, &o.service.server.tls_cert_pem) ||
+      !read(o.tls_key_file, &o.service.server.tls_key_pem) ||
+      !read(o.tls_client_ca_file, &o.service.server.tls_client_ca_pem)) {
+    return kExitUsage;
+  }
+  if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
+    Error("--tls-cert and --tls-key go together");
+    return kExitUsage;
+  }
+  if (o.service.worker.empty()) o.service.worker = DefaultWorkerPath();
+  // Signals are taken by sigwait below, in this thread only.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  auto svc = CoordinatorService::Start(o.service);
+  if (!svc.ok()) {
+    Error(std::string(svc.status().message()));
+    return svc.status().code() == absl::StatusCode::kInvalidArgument ||
+                   svc.status().code() == absl::StatusCode::kPermissionDenied
+               ? kExitUsage
+               : kExitInternal;
+  }
+  std::cerr << absl::StrFormat(
+      "ringmaster serve: listening on %s (port %d, %s), data in %s, admin "
+      "token in %s/admin.token; %d job(s) taken over\n",
+      o.service.server.address, (*svc)->port(),
+      o.service.server.tls_cert_pem.empty() ? "plaintext loopback" : "TLS",
+      o.service.data_dir, o.service.data_dir, (*svc)->adopted());
+  int sig = 0;
+  sigwait(&set, &sig);
+  std::cerr << "ringmaster serve: stopping on signal " << sig
+            << "; running jobs are left to the next coordinator\n";
+  (*svc)->Shutdown();
+  return kExitOk;
+}
+
+int SubmitCommand(const ClientOptions& o, const SubmitOptions& s) {
+  std::ifstream in(s.plan_path, std::ios::binary);
+  if (!in) {
+    Error(s.plan_path + ": cannot read the plan");
+    return kExitUsage;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  v1::SubmitPlanRequest req;
+  req.set_plan_yaml(text.str());
+  req.set_plan_name(s.plan_path);
+  req.set_nranks(s.np);
+  req.set_backend(s.backend);
+  req.set_timeout_s(s.timeout_s);
+  req.set_op_timeout_s(s.op_timeout_s);
+  std::string request_id = s.request_id;
+  if (request_id.empty()) {
+    std::random_device rd;
+    request_id = absl::StrFormat("%08x%08x", rd(), rd());
+  }
+  req.set_request_id(request_id);
+  for (const std::string& kv : s.env) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      Error("--env " + kv + ": expected NAME=value");
+      return kExitUsage;
+    }
+    (*req.mutable_env())[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  int code = 0;
+  auto c = Connect(o, &code);
+  if (!c) return code;
+  v1::SubmitPlanResponse resp;
+  grpc::Status st;
+  // Retrying with the same request id cannot create a second job.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    grpc::ClientContext ctx;
+    c->Prepare(&ctx);
+    st = c->stub->SubmitPlan(&ctx, req, &resp);
+    if (st.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    absl::SleepFor(absl::Milliseconds(200 << attempt));
+  }
+  if (!st.ok()) return Fail(st, "submit " + s.plan_path);
+  const v1::Job& j = resp.job();
+  if (o.json) {
+    nlohmann::json out = JobJson(j);
+    out["duplicate"] = resp.duplicate();
+    out["request_id"] = request_id;
+    std::cout << out.dump() << "\n";
+  } else {
+    std::cerr << absl::StrFormat(
+        "ringmaster: %s job %s: plan \"%s\" on %d rank(s), %s\n",
+        resp.duplicate() ? "already submitted as" : "queued", j.job_id(),
+        j.plan().name(), j.nranks(), StateName(j.state()));
+  }
+  std::cout << j.job_id() << "\n";  // the last line: the job id
+  return kExitOk;
+}
+
+int StatusCommand(const ClientOptions& o, const std::string& job_id,
+                  int limit) {
+  int code = 0;
+  auto c = Connect(o, &code);
+  if (!c) return code;
+  if (!job_id.empty()) {
+    grpc::ClientContext ctx;
+    c->Prepare(&ctx);
+    v1::GetJobRequest req;
+    req.set_job_id(job_id);
+    v1::GetJobResponse resp;
+    grpc::Status st = c->stub->GetJob(&ctx, req, &resp);
+    if (!st.ok()) return Fail(st, "status " + job_id);
+    const v1::Job& j = resp.job();
+    if (o.json) {
+      nlohmann::json out = JobJson(j);
+      out["cases"] = j.cases_size();
+      nlohmann::json attempts = nlohmann::json::array();
+      for (const auto& a : j.attempts()) {
+        attempts.push_back({{"attempt", a.attempt()},
+                            {"state", StateName(a.state())},
+                            {"started_at", a.started_at()},
+                            {"finished_at", a.finished_at()},
+                            {"failure", a.failure().detail()}});
+      }
+      out["attempts"] = attempts;
+      std::cout << out.dump() << "\n";
+    } else {
+      std::cout << absl::StrFormat(
+          "job %s: %s\n  plan %s (%d cases) on %d rank(s), user %s, attempt "
+          "%d of %d\n  results %d, created %s%s\n",
+          j.job_id(), StateName(j.state()), j.plan().name(), j.cases_size(),
+          j.nranks(), j.user(), j.attempt(), j.max_attempts(),
+          j.results_received(), j.created_at(),
+          j.finished_at().empty() ? "" : ", finished " + j.finished_at());
+      if (std::string f = FailureLine(j); !f.empty())
+        std::cout << "  " << f << "\n";
+    }
+    return j.state() == v1::JOB_FAILED || j.state() == v1::JOB_CANCELLED
+               ? kExitJobFailed
+               : kExitOk;
+  }
+  grpc::ClientContext ctx;
+  c->Prepare(&ctx);
+  v1::ListJobsRequest req;
+  req.set_limit(limit);
+  v1::ListJobsResponse resp;
+  grpc::Status st = c->stub->ListJobs(&ctx, req, &resp);
+  if (!st.ok()) return Fail(st, "status");
+  if (o.json) {
+    for (const auto& j : resp.jobs()) std::cout << JobJson(j).dump() << "\n";
+    return kExitOk;
+  }
+  std::cout << absl::StrFormat("%-24s %-10s %-8s %5s %7s  %-20s %s\n", "JOB",
+                               "STATE", "USER", "RANKS", "RESULTS", "CREATED",
+                               "PLAN / FAILURE");
+  for (const auto& j : resp.jobs()) {
+    std::string f = FailureLine(j);
+    std::cout << absl::StrFormat(
+        "%-24s %-10s %-8s %5d %7d  %-20s %s\n", j.job_id(),
+        StateName(j.state()), j.user(), j.nranks(), j.results_received(),
+        j.created_at(), f.empty() ? j.plan().name() : f);
+  }
+  return kExitOk;
+}
+
+int WatchCommand(const ClientOptions& o, const std::string& job_id) {
+  int code = 0;
+  auto c = Connect(o, &code);
+  if (!c) return code;
+  std::string last_line;
+  absl::Duration backoff = absl::Milliseconds(200);
+  while (true) {
+    grpc::ClientContext ctx;
+    c->Prepare(&ctx, /*deadline=*/false);
+    v1::WatchJobRequest req;
+    req.set_job_id(job_id);
+    auto reader = c->stub->WatchJob(&ctx, req);
+    v1::JobUpdate u;
+    bool terminal = false;
+    while (reader->Read(&u)) {
+      backoff = absl::Milliseconds(200);
+      const v1::Job& j = u.job();
+      terminal = j.state() == v1::JOB_SUCCEEDED ||
+                 j.state() == v1::JOB_FAILED || j.state() == v1::JOB_CANCELLED;
+      if (o.json) {
+        nlohmann::json out = JobJson(j);
+        out["cases"] = u.cases();
+        nlohmann::json ranks = nlohmann::json::array();
+        for (const auto& r : u.ranks()) {
+          ranks.push_back({{"rank", r.rank()},
+                           {"registered", r.registered()},
+                           {"host", r.host()},
+                           {"done", r.progress_seq() + 1},
+                           {"final", r.final()}});
+        }
+        out["ranks"] = ranks;
+        std::cout << out.dump() << std::endl;
+        continue;
+      }
+      int64_t slowest = u.ranks_size() > 0 ? INT64_MAX : -1;
+      int registered = 0;
+      for (const auto& r : u.ranks()) {
+        // A rank's final report means it finished every case.
+        slowest = std::min<int64_t>(
+            slowest, r.final() ? u.cases() - 1 : r.progress_seq());
+        registered += r.registered();
+      }
+      std::string line = absl::StrFormat(
+          "%s  %-9s attempt %d, ranks %d/%d registered, cases %d/%d done, "
+          "%d results stored",
+          absl::FormatTime("%H:%M:%S", absl::Now(), absl::LocalTimeZone()),
+          StateName(j.state()), j.attempt(), registered, j.nranks(),
+          slowest + 1, u.cases(), j.results_received());
+      if (std::string f = FailureLine(j); !f.empty()) line += "\n  " + f;
+      if (line.substr(10) !=
+          (last_line.size() > 10 ? last_line.substr(10) : std::string())) {
+        std::cout << line << std::endl;
+        last_line = line;
+      }
+    }
+    grpc::Status st = reader->Finish();
+    if (terminal) {
+      const v1::JobState s = u.job().state();
+      return s == v1::JOB_SUCCEEDED ? kExitOk : kExitJobFailed;
+    }
+    if (st.error_code() != grpc::StatusCode::UNAVAILABLE &&
+        st.error_code() != grpc::StatusCode::CANCELLED) {
+      return Fail(st, "watch " + job_id);
+    }
+    // The coordinator went away (a restart): follow it when it is back.
+    std::cerr << "ringmaster: watch: coordinator unavailable; retrying\n";
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(2));
+  }
+}
+
+int ResultsCommand(const ClientOptions& o, const std::string& job_id,
+                   const std::string& format) {
+  int code = 0;
+  auto c = Connect(o, &code);
+  if (!c) return code;
+  grpc::ClientContext jctx;
+  c->Prepare(&jctx);
+  v1::GetJobRequest jreq;
+  jreq.set_job_id(job_id);
+  v1::GetJobResponse job;
+  grpc::Status st = c->stub->GetJob(&jctx, jreq, &job);
+  if (!st.ok()) return Fail(st, "results " + job_id);
+  std::unique_ptr<Reporter> reporter;
+  if (format == "csv") {
+    reporter = std::make_unique<CsvReporter>(std::cout);
+  } else if (format == "jsonl") {
+    reporter = std::make_unique<JsonLinesReporter>(std::cout);
+  } else {
+    reporter = std::make_unique<ConsoleReporter>(std::cout);
+  }
+  std::vector<v1::Result> all;
+  int64_t after = -1;
+  while (true) {
+    grpc::ClientContext ctx;
+    c->Prepare(&ctx);
+    v1::QueryResultsRequest req;
+    req.set_job_id(job_id);
+    req.set_after_seq(after);
+    req.set_limit(1000);
+    v1::QueryResultsResponse resp;
+    st = c->stub->QueryResults(&ctx, req, &resp);
+    if (!st.ok()) return Fail(st, "results " + job_id);
+    if (resp.results_size() == 0) break;
+    for (const auto& r : resp.results()) {
+      after = std::max<int64_t>(after, r.case_().seq());
+      all.push_back(r);
+    }
+    if (resp.results_size() < 1000) break;
+  }
+  RunContext ctx;
+  ctx.job_id = job_id;
+  ctx.plan_name = job.job().plan().name();
+  ctx.nranks = job.job().nranks();
+  ctx.backend = job.job().backend();
+  if (!all.empty()) ctx.provenance = all.front().provenance();
+  reporter->Begin(ctx);
+  for (const auto& r : all) reporter->Report(r);
+  RunSummary summary = Summarize(all);
+  summary.succeeded = job.job().state() == v1::JOB_SUCCEEDED;
+  summary.failure = FailureLine(job.job());
+  reporter->End(summary);
+  return kExitOk;
+}
+
+int CancelCommand(const ClientOptions& o, const std::string& job_id) {
+  int code = 0;
+  auto c = Connect(o, &code);
+  if (!c) return code;
+  grpc::ClientContext ctx;
+  c->Prepare(&ctx);
+  v1::CancelJobRequest req;
+  req.set_job_id(job_id);
+  v1::CancelJobResponse resp;
+  grpc::Status st = c->stub->CancelJob(&ctx, req, &resp);
+  if (!st.ok()) return Fail(st, "cancel " + job_id);
+  // Wait (up to the call timeout plus the reaping) for the end.
+  absl::Time give_up = absl::Now() + absl::Seconds(o.timeout_s + 10);
+  v1::Job j = resp.job();
+  while (absl::Now() < give_up) {
+    grpc::ClientContext gctx;
+    c->Prepare(&gctx);
+    v1::GetJobRequest greq;
+    greq.set_job_id(job_id);
+    v1::GetJobResponse g;
+    if (c->stub->GetJob(&gctx, greq, &g).ok()) {
+      j = g.job();
+      if (j.state() == v1::JOB_CANCELLED || j.state() == v1::JOB_FAILED ||
+          j.state() == v1::JOB_SUCCEEDED)
+        break;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  if (o.json) {
+    std::cout << JobJson(j).dump() << "\n";
+  } else {
+    std::cout << absl::StrFormat("job %s: %s\n", job_id, StateName(j.state()));
+  }
+  return j.state() == v1::JOB_CANCELLED ? kExitOk : kExitJobFailed;
+}
+
+}  // namespace ringmaster

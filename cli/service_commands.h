@@ -1,0 +1,56 @@
+// `ringmaster serve` and its clients: submit, status, watch, results,
+// cancel.
+#ifndef RINGMASTER_CLI_SERVICE_COMMANDS_H_
+#define RINGMASTER_CLI_SERVICE_COMMANDS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "coordinator/service.h"
+
+namespace ringmaster {
+
+// Exit codes of the client commands, beyond run's 0-3 (0 ok, 1 the job
+// failed or was cancelled, 2 usage or rejected input, 3 internal).
+inline constexpr int kExitUnavailable = 4;  // coordinator unreachable
+inline constexpr int kExitAuth = 5;         // token refused or wrong role
+inline constexpr int kExitNotFound = 6;     // no such job
+inline constexpr int kExitBusy = 7;         // queue full or quota reached
+
+struct ServeOptions {
+  ServiceOptions service;
+  std::string users_file;
+  std::string tls_cert_file, tls_key_file, tls_client_ca_file;
+};
+int ServeCommand(ServeOptions options);
+
+struct ClientOptions {
+  std::string coordinator = "127.0.0.1:7450";
+  std::string token_file;  // default: $RINGMASTER_TOKEN_FILE, then
+                           // ringmaster-data/admin.token
+  std::string tls_ca, tls_cert, tls_key;
+  double timeout_s = 10;  // per call
+  bool json = false;
+};
+
+struct SubmitOptions {
+  std::string plan_path;
+  int np = 0;
+  std::string backend = "auto";
+  std::string request_id;  // default: random
+  double timeout_s = 0;
+  double op_timeout_s = 0;
+  std::vector<std::string> env;  // NAME=value
+};
+int SubmitCommand(const ClientOptions& client, const SubmitOptions& submit);
+int StatusCommand(const ClientOptions& client, const std::string& job_id,
+                  int limit);
+int WatchCommand(const ClientOptions& client, const std::string& job_id);
+int ResultsCommand(const ClientOptions& client, const std::string& job_id,
+                   const std::string& format);
+int CancelCommand(const ClientOptions& client, const std::string& job_id);
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_CLI_SERVICE_COMMANDS_H_

@@ -1,0 +1,371 @@
+#include "coordinator/supervisor.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "core/names.h"
+
+namespace ringmaster {
+namespace {
+
+std::string Hostname() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+bool ProcessAlive(int pid) {
+  return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+// True when /proc says the process is stopped (SIGSTOP) or traced.
+bool ProcessStopped(int pid) {
+  std::ifstream stat(absl::StrFormat("/proc/%d/stat", pid));
+  std::string text((std::istreambuf_iterator<char>(stat)),
+                   std::istreambuf_iterator<char>());
+  auto close = text.rfind(')');
+  if (close == std::string::npos || close + 2 >= text.size()) return false;
+  char state = text[close + 2];
+  return state == 'T' || state == 't';
+}
+
+v1::Failure MakeFailure(v1::FailureReason reason, int rank,
+                        const std::string& host, const std::string& detail) {
+  v1::Failure f;
+  f.set_reason(reason);
+  f.set_rank(rank);
+  f.set_host(host);
+  f.set_detail(detail);
+  return f;
+}
+
+Outcome Failed(v1::Failure f) {
+  Outcome o;
+  o.state = v1::JOB_FAILED;
+  o.failure = std::move(f);
+  return o;
+}
+
+}  // namespace
+
+double DefaultDeadlineSeconds(const std::vector<v1::Case>& cases) {
+  double t = 120;
+  for (const auto& c : cases) t += 3 * c.timing().max_time_s() + 5;
+  return t;
+}
+
+bool RetryableFailure(const v1::Failure& failure) {
+  switch (failure.reason()) {
+    case v1::WORKER_EXIT:
+    case v1::RANK_HUNG:
+    case v1::WORKER_UNREACHABLE:
+    case v1::COORDINATOR_RESTART:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string DescribeFailure(const v1::Failure& f) {
+  return absl::StrFormat(
+      "%s%s%s%s", FailureReasonName(f.reason()),
+      f.rank() >= 0 ? absl::StrFormat(" rank %d", f.rank()) : "",
+      f.host().empty() ? "" : " on " + f.host(),
+      f.detail().empty() ? "" : ": " + f.detail());
+}
+
+JobSupervisor::JobSupervisor(JobManager* manager, std::string job_id,
+                             WatchLimits limits)
+    : manager_(manager),
+      job_id_(std::move(job_id)),
+      limits_(limits),
+      my_host_(Hostname()),
+      start_(absl::Now()),
+      log_(std::make_shared<Log>()) {}
+
+JobSupervisor::~JobSupervisor() {
+  if (!reaped_) {
+    Outcome ignored;
+    Reap(&ignored);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<JobSupervisor>> JobSupervisor::LaunchMpirun(
+    JobManager* manager, const std::string& job_id, MpirunLaunch launch,
+    WatchLimits limits) {
+  auto job = manager->GetJob(job_id);
+  if (!job.ok()) return job.status();
+  std::unique_ptr<JobSupervisor> sup(
+      new JobSupervisor(manager, job_id, limits));
+  MpirunOptions mo;
+  mo.mpirun = launch.mpirun;
+  mo.np = job->nranks();
+  mo.hostfile = launch.hostfile;
+  mo.allow_run_as_root = geteuid() == 0;
+  mo.oversubscribe =
+      job->nranks() > static_cast<int>(std::thread::hardware_concurrency());
+  mo.forward_env = ForwardedEnvNames(launch.env);
+  mo.extra_args = launch.mpirun_args;
+  mo.worker_argv = {launch.worker, "run",  "--coordinator", launch.address,
+                    "--job",       job_id, "--backend",     launch.backend};
+  const std::vector<std::string> argv = BuildMpirunArgv(mo);
+  auto file = std::make_shared<std::ofstream>();
+  if (!launch.log_path.empty()) {
+    file->open(launch.log_path);
+    *file << "# " << absl::StrJoin(argv, " ") << "\n";
+  }
+  std::shared_ptr<Log> log = sup->log_;
+  auto file_mu = std::make_shared<std::mutex>();
+  const bool echo = launch.echo;
+  auto hook = launch.line_hook;
+  auto child = ChildProcess::Spawn(
+      argv,
+      [log, file, file_mu, echo, hook](std::string_view line, bool is_stderr) {
+        if (hook && hook(line)) return;
+        {
+          std::lock_guard<std::mutex> lock(*file_mu);
+          if (file->is_open()) {
+            *file << (is_stderr ? "E " : "O ") << line << "\n";
+            file->flush();
+          }
+        }
+        if (auto f = ParseMpirunFailureLine(line)) {
+          std::lock_guard<std::mutex> lock(log->mu);
+          if (!log->rank_failure) log->rank_failure = f;
+        }
+        if (echo && !line.empty()) std::cerr << "  | " << line << "\n";
+      },
+      &launch.env);
+  if (!child.ok()) return child.status();
+  sup->launcher_ = std::move(*child);
+  absl::Status marked =
+      manager->MarkLaunching(job_id, static_cast<int>(sup->launcher_->pid()));
+  if (!marked.ok()) return marked;
+  return sup;
+}
+
+std::unique_ptr<JobSupervisor> JobSupervisor::Follow(JobManager* manager,
+                                                     const std::string& job_id,
+                                                     WatchLimits limits,
+                                                     bool adopted,
+                                                     int orphan_sid) {
+  std::unique_ptr<JobSupervisor> sup(
+      new JobSupervisor(manager, job_id, limits));
+  sup->adopted_ = adopted;
+  sup->orphan_sid_ = orphan_sid;
+  if (!adopted) manager->MarkLaunching(job_id, 0).IgnoreError();
+  return sup;
+}
+
+std::optional<Outcome> JobSupervisor::Poll() {
+  if (launcher_ && !exit_status_) {
+    exit_status_ = launcher_->Poll();
+    if (exit_status_) exit_seen_ = absl::Now();
+  }
+  return Decide();
+}
+
+std::optional<Outcome> JobSupervisor::Decide() {
+  auto snap = manager_->Snapshot(job_id_);
+  if (!snap.ok()) {
+    return Failed(MakeFailure(v1::WORKER_UNREACHABLE, -1, "",
+                              std::string(snap.status().message())));
+  }
+  const absl::Time now = absl::Now();
+  if (snap->cancel_requested) {
+    Outcome o;
+    o.state = v1::JOB_CANCELLED;
+    o.failure.set_detail("cancelled on request");
+    o.failure.set_rank(-1);
+    return o;
+  }
+  // A rank that stopped on a failure says so in its final report.
+  for (const RankStatus& r : snap->ranks) {
+    if (r.final && r.failure.reason() != v1::FAILURE_REASON_UNSPECIFIED)
+      return Failed(r.failure);
+  }
+  const std::vector<RankStatus>& ranks = snap->ranks;
+  const bool rank0_final = !ranks.empty() && ranks[0].final;
+  const bool all_final = std::all_of(
+      ranks.begin(), ranks.end(), [](const RankStatus& r) { return r.final; });
+  // The end: the launcher exited (mpirun), or every rank reported its end
+  // (ranks started elsewhere).
+  std::optional<Outcome> ended;
+  if (launcher_ && exit_status_) {
+    // Give late reports a moment to arrive, then decide.
+    if (now - exit_seen_ < absl::Milliseconds(300)) return std::nullopt;
+    if (*exit_status_ != 0 || !rank0_final) {
+      std::lock_guard<std::mutex> lock(log_->mu);
+      if (log_->rank_failure) {
+        return Failed(MakeFailure(v1::WORKER_EXIT, log_->rank_failure->rank,
+                                  log_->rank_failure->host,
+                                  log_->rank_failure->detail));
+      }
+      return Failed(
+          MakeFailure(v1::WORKER_EXIT, -1, my_host_,
+                      "mpirun ended with " + DescribeWaitStatus(*exit_status_) +
+                          (rank0_final ? "" : " before the workers finished")));
+    }
+    ended = Outcome();
+  } else if (!launcher_ && all_final) {
+    ended = Outcome();
+  }
+  if (ended) {
+    if (snap->failed_result) return Failed(*snap->failed_result);
+    auto stored = manager_->CountResults(job_id_, snap->job.attempt());
+    if (stored.ok() && *stored < snap->cases) {
+      return Failed(MakeFailure(v1::WORKER_EXIT, -1, "",
+                                absl::StrFormat("only %d of %d results arrived",
+                                                *stored, snap->cases)));
+    }
+    return ended;
+  }
+
+  // Watchdog: ranks gone, silent or stalled.
+  int registered = 0;
+  absl::Time newest_progress = absl::InfinitePast();
+  for (const RankStatus& r : ranks) {
+    if (r.registered) ++registered;
+    newest_progress = std::max(newest_progress, r.last_progress);
+    if (r.final) continue;
+    const bool local = r.registered && r.fingerprint.host() == my_host_ &&
+                       r.fingerprint.pid() > 0;
+    if (local && !ProcessAlive(r.fingerprint.pid())) {
+      // After rank 0's final report ranks may exit in any order; the
+      // launcher's exit status still catches a rank that dies at the end.
+      if (rank0_final) continue;
+      return Failed(MakeFailure(
+          v1::WORKER_EXIT, r.rank, r.fingerprint.host(),
+          absl::StrFormat("process %d is gone", r.fingerprint.pid())));
+    }
+    const absl::Time seen = std::max(r.last_seen, r.last_progress);
+    if (seen != absl::InfinitePast() &&
+        now - seen > absl::Seconds(limits_.heartbeat_timeout_s)) {
+      const double silent = absl::ToDoubleSeconds(now - seen);
+      if (adopted_ && !r.registered) {
+        return Failed(MakeFailure(
+            v1::COORDINATOR_RESTART, r.rank, "",
+            absl::StrFormat("rank %d did not come back within %.0f s of the "
+                            "coordinator's restart",
+                            r.rank, silent)));
+      }
+      if (local && ProcessAlive(r.fingerprint.pid())) {
+        return Failed(MakeFailure(
+            v1::RANK_HUNG, r.rank, r.fingerprint.host(),
+            absl::StrFormat(
+                "no heartbeat for %.0f s from live process %d%s "
+                "(last case finished: %d)",
+                silent, r.fingerprint.pid(),
+                ProcessStopped(r.fingerprint.pid()) ? " (stopped)" : "",
+                r.progress_seq)));
+      }
+      return Failed(
+          MakeFailure(v1::WORKER_UNREACHABLE, r.rank, r.fingerprint.host(),
+                      absl::StrFormat("no heartbeat for %.0f s", silent)));
+    }
+  }
+  if (registered == static_cast<int>(ranks.size()) && !ranks.empty() &&
+      now - newest_progress > absl::Seconds(limits_.op_timeout_s)) {
+    // No rank moved for op_timeout: the one furthest behind holds the
+    // others up (it never entered the case the others wait in).
+    const RankStatus* culprit = nullptr;
+    bool tie = true;
+    for (const RankStatus& r : ranks) {
+      if (r.final) continue;
+      if (!culprit) {
+        culprit = &r;
+        continue;
+      }
+      auto key = [](const RankStatus& x) {
+        return std::make_pair(x.entered_seq, x.ops);
+      };
+      if (key(r) != key(*culprit)) tie = false;
+      if (key(r) < key(*culprit)) culprit = &r;
+    }
+    if (culprit) {
+      return Failed(MakeFailure(
+          v1::RANK_HUNG, tie && ranks.size() > 1 ? -1 : culprit->rank,
+          culprit->fingerprint.host(),
+          absl::StrFormat("no progress for %.1f s (op timeout %.0f s); "
+                          "rank %d is in case %d after %d operations%s",
+                          absl::ToDoubleSeconds(now - newest_progress),
+                          limits_.op_timeout_s, culprit->rank,
+                          culprit->entered_seq, culprit->ops,
+                          tie ? "; every rank is at the same point" : "")));
+    }
+  }
+  if (!adopted_ && registered < static_cast<int>(ranks.size()) &&
+      now - start_ > absl::Seconds(limits_.registration_timeout_s)) {
+    std::vector<int> missing;
+    for (const RankStatus& r : ranks) {
+      if (!r.registered) missing.push_back(r.rank);
+    }
+    return Failed(MakeFailure(
+        v1::WORKER_UNREACHABLE, missing.empty() ? -1 : missing[0], "",
+        absl::StrFormat("rank(s) %s never registered within %.0f s",
+                        absl::StrJoin(missing, ", "),
+                        limits_.registration_timeout_s)));
+  }
+  if (now - start_ > absl::Seconds(limits_.deadline_s)) {
+    return Failed(
+        MakeFailure(v1::DEADLINE, -1, "",
+                    absl::StrFormat("job exceeded its %.0f s deadline",
+                                    limits_.deadline_s)));
+  }
+  return std::nullopt;
+}
+
+void JobSupervisor::Abandon() {
+  reaped_ = true;
+  if (launcher_) launcher_->Detach();
+}
+
+int JobSupervisor::Reap(Outcome* outcome) {
+  reaped_ = true;
+  int killed = 0;
+  const auto ranks = manager_->Ranks(job_id_);
+  if (launcher_) {
+    // After a rank's death mpirun usually ends by itself within a moment
+    // (and names the rank); otherwise the watchdog ends it now.
+    const bool died = outcome->state == v1::JOB_FAILED &&
+                      outcome->failure.reason() == v1::WORKER_EXIT;
+    for (int i = 0; died && i < 50 && !exit_status_; ++i) {
+      absl::SleepFor(absl::Milliseconds(20));
+      exit_status_ = launcher_->Poll();
+    }
+    if (!exit_status_ || !ProcessesInSession(launcher_->pid()).empty()) {
+      killed += launcher_->TerminateSession(absl::Seconds(limits_.grace_s));
+    }
+  } else if (orphan_sid_ > 0) {
+    killed += TerminateSessionOf(orphan_sid_, absl::Seconds(limits_.grace_s));
+  }
+  for (const RankStatus& r : ranks) {
+    if (r.registered && r.fingerprint.host() == my_host_ &&
+        ProcessAlive(r.fingerprint.pid())) {
+      kill(r.fingerprint.pid(), SIGKILL);
+      ++killed;
+    }
+  }
+  if (launcher_) launcher_->JoinReaders();
+  // mpirun's own account of a dead rank is the most precise one.
+  std::lock_guard<std::mutex> lock(log_->mu);
+  v1::Failure& f = outcome->failure;
+  if (outcome->state == v1::JOB_FAILED && f.reason() == v1::WORKER_EXIT &&
+      log_->rank_failure &&
+      (f.rank() < 0 || f.rank() == log_->rank_failure->rank)) {
+    f.set_rank(log_->rank_failure->rank);
+    f.set_host(log_->rank_failure->host);
+    f.set_detail(log_->rank_failure->detail);
+  }
+  return killed;
+}
+
+}  // namespace ringmaster

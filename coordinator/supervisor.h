@@ -1,0 +1,120 @@
+// Following one job attempt to its end: the launcher, the ranks'
+// heartbeats and progress, the deadline, cancellation, and the reaping of
+// every process when it is over.
+//
+// `ringmaster run` (embedded) and `ringmaster serve` (the scheduler) drive
+// the same class: they call Poll() until it returns an outcome, then Reap()
+// and JobManager::Finish (or Requeue). Decisions come from outside the job:
+// heartbeat leases, a stalled progress counter (rank_hung), the launcher's
+// exit and the local ranks' pids.
+#ifndef RINGMASTER_COORDINATOR_SUPERVISOR_H_
+#define RINGMASTER_COORDINATOR_SUPERVISOR_H_
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/launcher.h"
+
+namespace ringmaster {
+
+struct WatchLimits {
+  double deadline_s = 600;             // wall clock of the attempt
+  double registration_timeout_s = 60;  // every rank registered by then
+  double heartbeat_timeout_s = 15;     // lease of a rank
+  double op_timeout_s = 60;            // no rank made progress: rank_hung
+  double grace_s = 2;                  // SIGTERM -> SIGKILL
+};
+
+struct MpirunLaunch {
+  std::string mpirun = "mpirun";
+  std::string hostfile;
+  std::vector<std::string> mpirun_args;
+  std::string worker;   // ringmaster-worker
+  std::string address;  // the coordinator, as workers reach it
+  std::string backend;  // host or cuda
+  // The launcher's whole environment (NAME=value); the allowlisted part is
+  // forwarded to the ranks. Must hold RINGMASTER_TOKEN.
+  std::vector<std::string> env;
+  std::string log_path;  // launcher.log; empty: none
+  bool echo = false;     // launcher lines on stderr, prefixed "  | "
+  // Sees every launcher line first; returns true to keep it out of the log.
+  std::function<bool(std::string_view)> line_hook;
+};
+
+struct Outcome {
+  v1::JobState state = v1::JOB_SUCCEEDED;
+  v1::Failure failure;  // reason unset on success
+};
+
+// A deadline generous enough for every case's sampling limits.
+double DefaultDeadlineSeconds(const std::vector<v1::Case>& cases);
+
+// Infrastructure failures may be retried; deterministic ones never.
+bool RetryableFailure(const v1::Failure& failure);
+
+// "worker_exit rank 1 on host: detail".
+std::string DescribeFailure(const v1::Failure& failure);
+
+class JobSupervisor {
+ public:
+  // Launches the job's current attempt through mpirun and marks it
+  // LAUNCHING.
+  static absl::StatusOr<std::unique_ptr<JobSupervisor>> LaunchMpirun(
+      JobManager* manager, const std::string& job_id, MpirunLaunch launch,
+      WatchLimits limits);
+  // Follows an attempt whose ranks were started by other means (the
+  // external launcher), or by a coordinator that is gone (`adopted`; its
+  // launcher's session `orphan_sid` is reaped at the end).
+  static std::unique_ptr<JobSupervisor> Follow(JobManager* manager,
+                                               const std::string& job_id,
+                                               WatchLimits limits, bool adopted,
+                                               int orphan_sid);
+  ~JobSupervisor();
+
+  const std::string& job_id() const { return job_id_; }
+  // One look at the job; the outcome once it is decided (then call Reap).
+  std::optional<Outcome> Poll();
+  // Ends every process of the attempt: the launcher's session (SIGTERM,
+  // then SIGKILL after the grace period) and any local rank left. Refines
+  // a worker_exit failure with the launcher's account of the dead rank.
+  // Returns how many processes needed SIGKILL.
+  int Reap(Outcome* outcome);
+  // Leaves the attempt's processes running (the coordinator is stopping;
+  // a later one adopts the job).
+  void Abandon();
+
+ private:
+  JobSupervisor(JobManager* manager, std::string job_id, WatchLimits limits);
+  std::optional<Outcome> Decide();
+
+  struct Log {
+    std::mutex mu;
+    std::optional<RankFailure> rank_failure ABSL_GUARDED_BY(mu);
+  };
+
+  JobManager* manager_;
+  std::string job_id_;
+  WatchLimits limits_;
+  std::string my_host_;
+  absl::Time start_;
+  std::unique_ptr<ChildProcess> launcher_;
+  std::shared_ptr<Log> log_;
+  bool adopted_ = false;
+  int orphan_sid_ = 0;
+  std::optional<int> exit_status_;
+  absl::Time exit_seen_ = absl::InfinitePast();
+  bool reaped_ = false;
+};
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_COORDINATOR_SUPERVISOR_H_
