@@ -16,9 +16,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> command_line(argv, argv + argc);
   CLI::App app{
       "Ringmaster: what does this GPU cluster really deliver, and why?\n"
-      "Runs benchmark plans (NCCL/MPI collectives today) through mpirun and "
-      "stores every "
-      "result."};
+      "Runs benchmark plans through mpirun and stores every result: at once "
+      "(run), or through a long-running coordinator (serve, submit, watch)."};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("ringmaster ") +
                                         ringmaster::RingmasterVersion() + " (" +
@@ -55,6 +54,11 @@ int main(int argc, char** argv) {
   run->add_option(
          "--heartbeat-timeout", run_opts.heartbeat_timeout_s,
          "Seconds without a heartbeat before a rank counts as unreachable")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  run->add_option("--op-timeout", run_opts.op_timeout_s,
+                  "Seconds without progress on any rank before the rank "
+                  "furthest behind is declared hung (rank_hung)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   run->add_flag("--quiet", run_opts.quiet, "Do not echo the launcher's output");

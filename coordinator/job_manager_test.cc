@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 namespace ringmaster {
 namespace {
 
@@ -159,6 +162,92 @@ TEST_F(JobManagerTest, FinalReportWithFailureBecomesAnEvent) {
   EXPECT_EQ(ev->type, JobEvent::Type::kRankFinal);
   EXPECT_EQ(ev->failure.reason(), v1::CONFIG_MISMATCH);
   EXPECT_TRUE(manager_->Ranks(job_.job_id())[0].final);
+}
+
+}  // namespace
+}  // namespace ringmaster
+
+namespace ringmaster {
+namespace {
+
+TEST(JobManagerService, RequestIdGivesOneJobAndRequeueStartsAFreshAttempt) {
+  auto s = Store::Open(":memory:");
+  ASSERT_TRUE(s.ok());
+  JobManager manager(s->get());
+  v1::Job spec;
+  spec.set_nranks(1);
+  spec.set_user("alice");
+  spec.set_request_id("r-1");
+  spec.add_cases()->set_seq(0);
+  bool dup = false;
+  auto first = manager.CreateJob(spec, &dup);
+  ASSERT_TRUE(first.ok());
+  EXPECT_FALSE(dup);
+  auto again = manager.CreateJob(spec, &dup);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(dup);
+  EXPECT_EQ(again->job_id(), first->job_id());
+  spec.set_user("bob");  // another user's request id is another request
+  auto other = manager.CreateJob(spec, &dup);
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(dup);
+  EXPECT_EQ(manager.ListJobs({}, "", 0).size(), 2u);
+  EXPECT_EQ(manager.CountUnfinished("alice"), 1);
+
+  const std::string id = first->job_id();
+  ASSERT_TRUE(manager.MarkLaunching(id, 0).ok());
+  v1::Failure f;
+  f.set_reason(v1::WORKER_UNREACHABLE);
+  ASSERT_TRUE(manager.Requeue(id, f).ok());
+  auto job = manager.GetJob(id);
+  EXPECT_EQ(job->attempt(), 2);
+  EXPECT_EQ(job->state(), v1::JOB_QUEUED);
+  ASSERT_EQ(job->attempts_size(), 2);
+  EXPECT_EQ(job->attempts(0).failure().reason(), v1::WORKER_UNREACHABLE);
+  // The old attempt's late writes are refused; its heartbeats told to stop.
+  ASSERT_TRUE(manager.MarkLaunching(id, 0).ok());
+  v1::ReportResultsRequest late;
+  late.set_job_id(id);
+  late.set_attempt(1);
+  EXPECT_EQ(manager.ReportResults(late).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  v1::HeartbeatRequest hb;
+  hb.set_job_id(id);
+  hb.set_attempt(1);
+  EXPECT_TRUE(manager.Heartbeat(hb)->cancel());
+  hb.set_attempt(2);
+  EXPECT_FALSE(manager.Heartbeat(hb)->cancel());
+  ASSERT_TRUE(manager.RequestCancel(id).ok());
+  EXPECT_TRUE(manager.Heartbeat(hb)->cancel());
+}
+
+TEST(StoreGroupCommit, ConcurrentWritersAllStoredOnce) {
+  auto s = Store::Open(":memory:");
+  ASSERT_TRUE(s.ok());
+  Store* store = s->get();
+  std::vector<std::thread> threads;
+  std::atomic<int> accepted{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        std::vector<v1::Result> batch(3);
+        for (int k = 0; k < 3; ++k) {
+          batch[k].set_job_id("j");
+          batch[k].set_attempt(1);
+          batch[k].mutable_case_()->set_seq(i * 3 + k);
+          // Every key twice across threads t and t^1.
+          batch[k].set_idempotency_key("j/1/" + std::to_string(t / 2) + "/" +
+                                       std::to_string(i * 3 + k));
+        }
+        auto c = store->InsertResults(batch, t);
+        ASSERT_TRUE(c.ok());
+        accepted += c->accepted;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(accepted.load(), 4 * 150);
+  EXPECT_EQ(*store->CountResults("j", 1), 4 * 150);
 }
 
 }  // namespace

@@ -94,7 +94,7 @@ absl::Status Store::Exec(const char* sql) {
 }
 
 absl::Status Store::Commit(const std::function<absl::Status()>& work) {
-  Work w{&work};
+  Work w{&work, absl::OkStatus(), false};
   std::unique_lock<std::mutex> ql(queue_mu_);
   queue_.push_back(&w);
   while (!w.done) {

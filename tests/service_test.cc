@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -1187,6 +1188,150 @@ TEST(S4_plan_limits, EveryBadPlanRejectedWithTheField) {
   EXPECT_EQ(accepted, 0);
   EXPECT_EQ(imprecise, 0) << table;
   EXPECT_EQ(listed.jobs_size(), 0);
+}
+
+}  // namespace
+}  // namespace ringmaster
+
+namespace ringmaster {
+namespace {
+
+struct Cli {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::vector<std::string> CliArgv(const ServeProcess& serve,
+                                 const std::string& token_file,
+                                 std::vector<std::string> args) {
+  std::vector<std::string> argv = {
+      "env", "RINGMASTER_COORDINATOR=" + serve.address(),
+      "RINGMASTER_TOKEN_FILE=" + token_file,
+      std::string(RINGMASTER_BIN_DIR) + "/ringmaster"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+Cli RunCli(const ServeProcess& serve, const std::string& token_file,
+           std::vector<std::string> args) {
+  Cli c;
+  std::mutex mu;
+  auto child = ChildProcess::Spawn(
+      CliArgv(serve, token_file, std::move(args)),
+      [&](std::string_view line, bool is_err) {
+        std::lock_guard<std::mutex> lock(mu);
+        (is_err ? c.err : c.out).append(line.data(), line.size()).append("\n");
+      });
+  if (!child.ok()) return c;
+  std::optional<int> status;
+  while (!(status = (*child)->Poll())) absl::SleepFor(absl::Milliseconds(10));
+  (*child)->JoinReaders();
+  c.exit_code = WIFEXITED(*status) ? WEXITSTATUS(*status) : 128;
+  return c;
+}
+
+std::string LastLine(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && t.back() == '\n') t.pop_back();
+  auto nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+// The acceptance path, through the CLI: submit to a loopback
+// coordinator, watch it live, kill -9 the coordinator mid-job, restart it on
+// the same data folder, and read every result back.
+TEST(ServeCli, SubmitWatchSurviveKill9AndReadEveryResult) {
+  const std::string dir = testing::ScratchDir("cli");
+  auto serve = std::make_unique<ServeProcess>(dir, std::vector<std::string>{});
+  ASSERT_TRUE(serve->ok()) << serve->output();
+  const int port = serve->port();
+  const std::string token_file = dir + "/admin.token";
+  Cli submitted =
+      RunCli(*serve, token_file,
+             {"submit", "--np", "4", "--backend", "host",
+              std::string(RINGMASTER_SOURCE_DIR) + "/plans/quickstart.yaml"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  const std::string job = LastLine(submitted.out);
+  ASSERT_FALSE(job.empty());
+
+  // watch runs through the restart (it reconnects) and exits with the verdict.
+  std::string watch_out;
+  std::mutex wmu;
+  auto watch = ChildProcess::Spawn(
+      CliArgv(*serve, token_file, {"watch", job}),
+      [&](std::string_view line, bool) {
+        std::lock_guard<std::mutex> lock(wmu);
+        watch_out.append(line.data(), line.size()).append("\n");
+      });
+  ASSERT_TRUE(watch.ok());
+  // Kill the coordinator once results are flowing.
+  absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < give_up) {
+    {
+      std::lock_guard<std::mutex> lock(wmu);
+      if (std::regex_search(
+              watch_out, std::regex("RUNNING .* [1-9][0-9]* results stored")))
+        break;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  serve->Kill9();
+  serve = std::make_unique<ServeProcess>(dir, std::vector<std::string>{}, port);
+  ASSERT_TRUE(serve->ok()) << serve->output();
+  std::optional<int> wstatus;
+  give_up = absl::Now() + absl::Seconds(90);
+  while (!(wstatus = (*watch)->Poll()) && absl::Now() < give_up)
+    absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_TRUE(wstatus.has_value()) << watch_out;
+  (*watch)->JoinReaders();
+  EXPECT_TRUE(WIFEXITED(*wstatus) && WEXITSTATUS(*wstatus) == 0) << watch_out;
+  EXPECT_THAT(watch_out, HasSubstr("SUCCEEDED"));
+  int updates = 0;
+  for (char ch : watch_out) updates += ch == '\n';
+
+  Cli results =
+      RunCli(*serve, token_file, {"results", job, "--format", "jsonl"});
+  ASSERT_EQ(results.exit_code, 0) << results.err;
+  int rows = 0;
+  std::set<std::string> keys;
+  for (size_t pos = 0; (pos = results.out.find("\"idempotency_key\"", pos)) !=
+                       std::string::npos;
+       ++pos) {
+    ++rows;
+    keys.insert(results.out.substr(pos, 120));
+  }
+  Cli status = RunCli(*serve, token_file, {"status", job, "--json"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  // The plan's 24 cases, each stored once, across the restart.
+  EXPECT_EQ(rows, 24) << results.out.substr(0, 2000);
+  EXPECT_EQ(keys.size(), 24u);
+  EXPECT_THAT(serve->output(), HasSubstr("1 job(s) taken over")) << watch_out;
+
+  // No token: an authentication error, exit 5.
+  const std::string empty = dir + "-empty.token";
+  std::ofstream(empty) << "\n";
+  Cli refused = RunCli(*serve, empty, {"status"});
+  EXPECT_EQ(refused.exit_code, 5);
+  EXPECT_THAT(refused.err, HasSubstr("authentication failed"));
+  Figure("ServeCli",
+         absl::StrFormat("job %s: %d watch lines across a kill -9, %d/24 "
+                         "results read back after the restart, no-token exit "
+                         "%d",
+                         job, updates, rows, refused.exit_code),
+         rows == 24 && refused.exit_code == 5);
+
+  // cancel ends a long job and its processes.
+  Cli long_job = RunCli(*serve, token_file,
+                        {"submit", "--np", "2", "--backend", "host",
+                         testing::PlanPath("service-long.yaml")});
+  ASSERT_EQ(long_job.exit_code, 0) << long_job.err;
+  const std::string long_id = LastLine(long_job.out);
+  absl::SleepFor(absl::Seconds(2));
+  Cli cancelled = RunCli(*serve, token_file, {"cancel", long_id});
+  EXPECT_EQ(cancelled.exit_code, 0) << cancelled.out << cancelled.err;
+  EXPECT_THAT(cancelled.out, HasSubstr("CANCELLED"));
+  absl::SleepFor(absl::Seconds(4));  // SIGTERM, then SIGKILL after 2 s
+  EXPECT_EQ(ProcessesMentioning(long_id), 0);
 }
 
 }  // namespace
