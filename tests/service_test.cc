@@ -3,6 +3,7 @@
 // binary, prints its figures as "FIGURE <id> ... => PASS|FAIL" lines and
 // asserts the bars.
 #include <arpa/inet.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -1332,6 +1333,48 @@ TEST(ServeCli, SubmitWatchSurviveKill9AndReadEveryResult) {
   EXPECT_THAT(cancelled.out, HasSubstr("CANCELLED"));
   absl::SleepFor(absl::Seconds(4));  // SIGTERM, then SIGKILL after 2 s
   EXPECT_EQ(ProcessesMentioning(long_id), 0);
+}
+
+}  // namespace
+}  // namespace ringmaster
+
+namespace ringmaster {
+namespace {
+
+// The standard health service answers SERVING (grpc.health.v1, called
+// through the generic stub: an empty HealthCheckRequest asks about the
+// whole server; the reply's field 1 is the status, 1 = SERVING).
+TEST(ServeHealth, StandardHealthServiceSaysServing) {
+  ServeProcess serve(testing::ScratchDir("health"), {});
+  ASSERT_TRUE(serve.ok()) << serve.output();
+  auto channel = grpc::CreateChannel(serve.address(),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::Slice empty("", 0);
+  grpc::ByteBuffer request(&empty, 1), reply;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  grpc::StubOptions options;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", options, &request,
+                 &reply, [&](grpc::Status s) {
+                   std::lock_guard<std::mutex> lock(mu);
+                   status = s;
+                   done = true;
+                   cv.notify_all();
+                 });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(reply.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
 }
 
 }  // namespace
