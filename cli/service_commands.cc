@@ -14,6 +14,7 @@
 #include "cli/run_command.h"
 #include "core/names.h"
 #include "core/report.h"
+#include "core/units.h"
 #include "nlohmann/json.hpp"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
 #include "spdlog/spdlog.h"
@@ -380,6 +381,8 @@ int WatchCommand(const ClientOptions& o, const std::string& job_id) {
                            {"final", r.final()}});
         }
         out["ranks"] = ranks;
+        out["last_case"] = u.last_case();
+        out["last_size_bytes"] = u.last_size_bytes();
         std::cout << out.dump() << std::endl;
         continue;
       }
@@ -397,6 +400,10 @@ int WatchCommand(const ClientOptions& o, const std::string& job_id) {
           absl::FormatTime("%H:%M:%S", absl::Now(), absl::LocalTimeZone()),
           StateName(j.state()), j.attempt(), registered, j.nranks(),
           slowest + 1, u.cases(), j.results_received());
+      if (!u.last_case().empty()) {
+        line += absl::StrFormat("; last: %s %s", u.last_case(),
+                                FormatBytes(u.last_size_bytes()));
+      }
       if (std::string f = FailureLine(j); !f.empty()) line += "\n  " + f;
       if (line.substr(10) !=
           (last_line.size() > 10 ? last_line.substr(10) : std::string())) {

@@ -282,7 +282,10 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
     rec->job.set_results_received(rec->job.results_received() +
                                   counts->accepted);
     rec->ranks[req.rank()].last_seen = absl::Now();
-    if (counts->accepted > 0) ++rec->version;
+    if (counts->accepted > 0) {
+      ++rec->version;
+      rec->last_case = results.back().case_();
+    }
     if (!rec->failed_result) {
       for (const auto& r : results) {
         if (r.status() == v1::FAILED) {
@@ -457,6 +460,7 @@ absl::StatusOr<JobSnapshot> JobManager::Snapshot(const std::string& job_id) {
   s.cancel_requested = rec->cancel_requested;
   s.failed_result = rec->failed_result;
   s.version = rec->version;
+  s.last_case = rec->last_case;
   return s;
 }
 

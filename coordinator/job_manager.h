@@ -56,6 +56,7 @@ struct JobSnapshot {
   bool cancel_requested = false;
   std::optional<v1::Failure> failed_result;  // first FAILED result's failure
   uint64_t version = 0;                      // grows with every visible change
+  v1::Case last_case;                        // of the latest stored result
 };
 
 bool TerminalState(v1::JobState state);
@@ -150,6 +151,7 @@ class JobManager {
     uint64_t version = 0;
     uint64_t order = 0;   // creation order
     bool durable = true;  // false while its first write is in flight
+    v1::Case last_case;   // of the latest stored result
   };
   void ResetRanks(JobRecord* rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobRecord* Find(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

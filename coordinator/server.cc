@@ -38,6 +38,9 @@ v1::JobUpdate ToUpdate(const JobSnapshot& s) {
   v1::JobUpdate u;
   *u.mutable_job() = s.job;
   u.set_cases(s.cases);
+  u.set_last_case(s.last_case.spec_name());
+  u.set_last_size_bytes(s.last_case.size_bytes());
+  u.set_last_seq(s.last_case.seq());
   for (const RankStatus& r : s.ranks) {
     v1::RankProgress* p = u.add_ranks();
     p->set_rank(r.rank);

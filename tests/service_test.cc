@@ -3,8 +3,8 @@
 // binary, prints its figures as "FIGURE <id> ... => PASS|FAIL" lines and
 // asserts the bars.
 #include <arpa/inet.h>
-#include <grpcpp/generic/generic_stub.h>
 #include <gmock/gmock.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -1347,8 +1347,8 @@ namespace {
 TEST(ServeHealth, StandardHealthServiceSaysServing) {
   ServeProcess serve(testing::ScratchDir("health"), {});
   ASSERT_TRUE(serve.ok()) << serve.output();
-  auto channel = grpc::CreateChannel(serve.address(),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(serve.address(), grpc::InsecureChannelCredentials());
   grpc::GenericStub stub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -1375,6 +1375,39 @@ TEST(ServeHealth, StandardHealthServiceSaysServing) {
   for (const auto& s : slices)
     bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+}
+
+}  // namespace
+}  // namespace ringmaster
+
+namespace ringmaster {
+namespace {
+
+// Infrastructure failures start another attempt within the budget;
+// deterministic ones never do. Every attempt is kept.
+TEST(ServeRetry, WorkerDeathRetriedMismatchNot) {
+  ServeProcess serve(testing::ScratchDir("retry"),
+                     {"--max-attempts", "2", "--allow-fault-injection"});
+  ASSERT_TRUE(serve.ok()) << serve.output();
+  const std::string admin = serve.admin_token();
+  auto stub = serve.Stub();
+  auto crash = SubmitRequest(QuickstartPath(), 2);
+  (*crash.mutable_env())["RINGMASTER_FAULT"] = "crash:rank=1:seq=1";
+  auto a = Submit(*stub, admin, crash);
+  v1::Job fa =
+      testing::WaitTerminal(*stub, admin, a.job().job_id(), absl::Seconds(60));
+  auto mismatch = SubmitRequest(QuickstartPath(), 2);
+  (*mismatch.mutable_env())["RINGMASTER_FAULT"] = "mismatch:rank=1";
+  auto b = Submit(*stub, admin, mismatch);
+  v1::Job fb =
+      testing::WaitTerminal(*stub, admin, b.job().job_id(), absl::Seconds(60));
+  EXPECT_EQ(fa.state(), v1::JOB_FAILED);
+  EXPECT_EQ(fa.failure().reason(), v1::WORKER_EXIT);
+  ASSERT_EQ(fa.attempts_size(), 2) << fa.DebugString();
+  EXPECT_EQ(fa.attempts(0).failure().reason(), v1::WORKER_EXIT);
+  EXPECT_EQ(fa.attempt(), 2);
+  EXPECT_EQ(fb.failure().reason(), v1::CONFIG_MISMATCH);
+  EXPECT_EQ(fb.attempts_size(), 1);
 }
 
 }  // namespace
