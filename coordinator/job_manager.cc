@@ -149,17 +149,30 @@ absl::StatusOr<v1::Job> JobManager::CreateJob(v1::Job spec, bool* duplicate) {
 }
 
 void JobManager::Adopt(const v1::Job& job) {
-  std::lock_guard<std::mutex> lock(mu_);
   JobRecord record;
   record.job = job;
-  record.order = next_order_++;
   ResetRanks(&record);
   if (job.state() == v1::JOB_RUNNING || job.state() == v1::JOB_LAUNCHING) {
     // The workers may still be running: count the restart as their last
-    // sign of life, so the lease starts now.
+    // sign of life, so the lease starts now. Ranks that already reported
+    // their end are done.
     for (auto& r : record.ranks) r.last_progress = absl::Now();
     record.started = absl::Now();
+    if (auto finals = store_->RankFinals(job.job_id(), job.attempt());
+        finals.ok()) {
+      for (const auto& f : *finals) {
+        if (f.rank < 0 || f.rank >= job.nranks()) continue;
+        RankStatus& r = record.ranks[f.rank];
+        r.final = true;
+        r.registered = true;
+        r.failure = f.failure;
+      }
+    }
+    if (auto n = store_->CountResults(job.job_id(), job.attempt()); n.ok())
+      record.job.set_results_received(*n);
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  record.order = next_order_++;
   if (!job.request_id().empty())
     requests_[{job.user(), job.request_id()}] = job.job_id();
   jobs_[job.job_id()] = std::move(record);
@@ -273,8 +286,17 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
       results.push_back(std::move(copy));
     }
   }
-  // Commit before acknowledging; the store serializes writers itself.
-  auto counts = store_->InsertResults(results, req.rank());
+  // Commit before acknowledging (the rank's end with its last results);
+  // the store groups concurrent writers into one transaction.
+  Store::RankFinal final_mark;
+  if (req.final()) {
+    final_mark.job_id = req.job_id();
+    final_mark.attempt = req.attempt();
+    final_mark.rank = req.rank();
+    if (req.has_failure()) final_mark.failure = req.failure();
+  }
+  auto counts = store_->InsertReport(results, req.rank(),
+                                     req.final() ? &final_mark : nullptr);
   if (!counts.ok()) return counts.status();
   std::lock_guard<std::mutex> lock(mu_);
   JobRecord* rec = Find(req.job_id());

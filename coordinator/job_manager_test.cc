@@ -252,3 +252,52 @@ TEST(StoreGroupCommit, ConcurrentWritersAllStoredOnce) {
 
 }  // namespace
 }  // namespace ringmaster
+
+namespace ringmaster {
+namespace {
+
+// A coordinator restarted on the same store knows which ranks of a running
+// job already reported their end, and how many results it holds.
+TEST(JobManagerAdopt, FinalReportsAndResultCountSurviveARestart) {
+  auto s = Store::Open(":memory:");
+  ASSERT_TRUE(s.ok());
+  std::string id;
+  {
+    JobManager first(s->get());
+    auto job = first.CreateJob(v1::Plan(), {v1::Case(), v1::Case()}, 2, {});
+    ASSERT_TRUE(job.ok());
+    id = job->job_id();
+    ASSERT_TRUE(first.MarkLaunching(id, 0).ok());
+    for (int r = 0; r < 2; ++r) {
+      v1::RegisterRequest reg;
+      reg.set_job_id(id);
+      reg.set_rank(r);
+      reg.set_world_size(2);
+      ASSERT_TRUE(first.Register(reg).ok());
+    }
+    v1::ReportResultsRequest rep;
+    rep.set_job_id(id);
+    rep.set_rank(0);
+    rep.set_attempt(1);
+    rep.set_final(true);
+    v1::Result* res = rep.add_results();
+    res->set_job_id(id);
+    res->set_attempt(1);
+    res->set_idempotency_key(id + "/1/0/0");
+    ASSERT_TRUE(first.ReportResults(rep).ok());
+  }
+  JobManager second(s->get());
+  auto jobs = (*s)->AllJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].state(), v1::JOB_RUNNING);
+  second.Adopt((*jobs)[0]);
+  auto ranks = second.Ranks(id);
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_TRUE(ranks[0].final);
+  EXPECT_FALSE(ranks[1].final);
+  EXPECT_EQ(second.GetJob(id)->results_received(), 1);
+}
+
+}  // namespace
+}  // namespace ringmaster

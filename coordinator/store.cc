@@ -59,6 +59,11 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
       " rank INTEGER, seq INTEGER, status INTEGER, busbw_gbps REAL,"
       " result BLOB NOT NULL)",
       "CREATE INDEX IF NOT EXISTS results_by_job ON results(job_id, seq)",
+      // A rank's end (its final report), so a restarted coordinator knows
+      // which ranks of an adopted job are done.
+      "CREATE TABLE IF NOT EXISTS rank_finals ("
+      " job_id TEXT NOT NULL, attempt INTEGER NOT NULL, rank INTEGER NOT NULL,"
+      " failure BLOB, PRIMARY KEY(job_id, attempt, rank))",
   };
   for (const char* sql : setup) {
     RM_RETURN_IF_ERROR(store->Exec(sql));
@@ -176,10 +181,32 @@ absl::StatusOr<v1::Job> Store::GetJob(const std::string& job_id) {
 
 absl::StatusOr<Store::InsertCounts> Store::InsertResults(
     const std::vector<v1::Result>& results, int reporting_rank) {
+  return InsertReport(results, reporting_rank, nullptr);
+}
+
+absl::StatusOr<Store::InsertCounts> Store::InsertReport(
+    const std::vector<v1::Result>& results, int reporting_rank,
+    const RankFinal* final) {
   InsertCounts counts;
-  if (results.empty()) return counts;
+  if (results.empty() && !final) return counts;
   absl::Status s = Commit([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::Status {
     counts = InsertCounts();
+    if (final) {
+      Statement fin(db_,
+                    "INSERT OR REPLACE INTO rank_finals(job_id, attempt, rank,"
+                    " failure) VALUES(?, ?, ?, ?)");
+      if (!fin.ok()) return SqlError(db_, "prepare rank_finals");
+      std::string blob = final->failure.SerializeAsString();
+      sqlite3_bind_text(fin.get(), 1, final->job_id.c_str(), -1,
+                        SQLITE_TRANSIENT);
+      sqlite3_bind_int(fin.get(), 2, final->attempt);
+      sqlite3_bind_int(fin.get(), 3, final->rank);
+      sqlite3_bind_blob(fin.get(), 4, blob.data(),
+                        static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+      if (sqlite3_step(fin.get()) != SQLITE_DONE)
+        return SqlError(db_, "rank_finals");
+    }
+    if (results.empty()) return absl::OkStatus();
     Statement st(
         db_,
         "INSERT OR IGNORE INTO results(idempotency_key, job_id, attempt, rank,"
@@ -211,6 +238,30 @@ absl::StatusOr<Store::InsertCounts> Store::InsertResults(
   });
   if (!s.ok()) return s;
   return counts;
+}
+
+absl::StatusOr<std::vector<Store::RankFinal>> Store::RankFinals(
+    const std::string& job_id, int attempt) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement st(db_,
+               "SELECT rank, failure FROM rank_finals WHERE job_id = ? AND "
+               "attempt = ? ORDER BY rank");
+  if (!st.ok()) return SqlError(db_, "prepare RankFinals");
+  sqlite3_bind_text(st.get(), 1, job_id.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int(st.get(), 2, attempt);
+  std::vector<RankFinal> out;
+  int rc;
+  while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
+    RankFinal f;
+    f.job_id = job_id;
+    f.attempt = attempt;
+    f.rank = sqlite3_column_int(st.get(), 0);
+    f.failure.ParseFromArray(sqlite3_column_blob(st.get(), 1),
+                             sqlite3_column_bytes(st.get(), 1));
+    out.push_back(std::move(f));
+  }
+  if (rc != SQLITE_DONE) return SqlError(db_, "RankFinals");
+  return out;
 }
 
 absl::StatusOr<int64_t> Store::CountResults(const std::string& job_id,

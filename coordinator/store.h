@@ -47,6 +47,22 @@ class Store {
   absl::StatusOr<InsertCounts> InsertResults(
       const std::vector<v1::Result>& results, int reporting_rank);
 
+  // A rank's final report: it finished (failure unset) or stopped on a
+  // failure.
+  struct RankFinal {
+    std::string job_id;
+    int attempt = 0;
+    int rank = 0;
+    v1::Failure failure;
+  };
+  // InsertResults plus, in the same transaction, the rank's end when
+  // `final` is given.
+  absl::StatusOr<InsertCounts> InsertReport(
+      const std::vector<v1::Result>& results, int reporting_rank,
+      const RankFinal* final);
+  absl::StatusOr<std::vector<RankFinal>> RankFinals(const std::string& job_id,
+                                                    int attempt);
+
   // How many results of `job_id`'s `attempt` are stored.
   absl::StatusOr<int64_t> CountResults(const std::string& job_id, int attempt);
   // Every job, oldest first (to take them over after a restart).

@@ -165,17 +165,18 @@ TEST_F(SupervisorTest, SilentRankIsUnreachableAfterTheLease) {
   EXPECT_EQ(o->failure.rank(), 1);
 }
 
-TEST_F(SupervisorTest, CancelAndDeadline) {
+TEST_F(SupervisorTest, CancelEndsTheJob) {
   auto sup = Follow(WatchLimits());
   ASSERT_TRUE(manager_->RequestCancel(id_).ok());
   auto o = sup->Poll();
   ASSERT_TRUE(o.has_value());
   EXPECT_EQ(o->state, v1::JOB_CANCELLED);
+}
 
+TEST_F(SupervisorTest, DeadlineEndsTheJob) {
   WatchLimits limits;
   limits.deadline_s = 0.2;
   limits.registration_timeout_s = 100;
-  SetUp();
   auto late = Follow(limits);
   auto d = PollFor(*late, absl::Seconds(3));
   ASSERT_TRUE(d.has_value());

@@ -653,7 +653,12 @@ TEST(R4_coordinator_restart, ThirtyKillCyclesLoseNothing) {
   for (const auto& job : jobs) {
     v1::Job final_job = testing::WaitTerminal(*stub, admin, job.job().job_id(),
                                               absl::Seconds(30));
-    not_succeeded += final_job.state() != v1::JOB_SUCCEEDED;
+    if (final_job.state() != v1::JOB_SUCCEEDED) {
+      ++not_succeeded;
+      ADD_FAILURE() << final_job.job_id() << " "
+                    << v1::JobState_Name(final_job.state()) << ": "
+                    << final_job.failure().ShortDebugString();
+    }
     v1::QueryResultsRequest q;
     q.set_job_id(job.job().job_id());
     q.set_after_seq(-1);
