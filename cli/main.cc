@@ -110,10 +110,24 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   serve
       ->add_option("--launcher", so.launcher,
-                   "mpirun, or external (ranks started by other means "
-                   "register with the job's worker token)")
-      ->check(CLI::IsMember({"mpirun", "external"}))
+                   "mpirun; slurm (sbatch + srun --mpi=pmix, followed with "
+                   "squeue, cancelled with scancel); or external (ranks "
+                   "started by other means register with the job's worker "
+                   "token)")
+      ->check(CLI::IsMember({"mpirun", "slurm", "external"}))
       ->capture_default_str();
+  serve->add_option("--slurm-partition", so.slurm_partition,
+                    "Slurm partition (default: the cluster's)");
+  serve
+      ->add_option("--slurm-ranks-per-node", so.slurm_ranks_per_node,
+                   "Ranks per node under Slurm (default: all on one node)")
+      ->check(CLI::Range(1, 4096));
+  serve
+      ->add_option("--slurm-gpus-per-node", so.slurm_gpus_per_node,
+                   "GPUs requested per node (--gpus-per-node)")
+      ->check(CLI::Range(0, 64));
+  serve->add_option("--slurm-arg", so.slurm_args,
+                    "Extra sbatch option, e.g. --account=x (repeatable)");
   serve->add_option("--mpirun", so.mpirun, "mpirun executable")
       ->capture_default_str();
   serve->add_option("--hostfile", so.hostfile, "mpirun hostfile")
@@ -223,6 +237,44 @@ int main(int argc, char** argv) {
   cancel->add_option("job", job_arg, "Job id")->required();
   add_client_options(cancel);
 
+  ringmaster::LaunchSpecOptions spec_opts;
+  auto* launch_spec = app.add_subcommand(
+      "launch-spec",
+      "Print what a launcher submits for a plan (an sbatch script running "
+      "srun --mpi=pmix), for submitting by hand with a job's worker token");
+  launch_spec->add_option("plan", spec_opts.plan_path, "Plan file (YAML)")
+      ->required();
+  launch_spec->add_option("--launcher", spec_opts.launcher, "slurm")
+      ->check(CLI::IsMember({"slurm", "k8s-mpijob", "k8s-job"}))
+      ->capture_default_str();
+  launch_spec
+      ->add_option("--np", spec_opts.np, "Ranks (default: the plan's, else 2)")
+      ->check(CLI::Range(1, 65536));
+  launch_spec
+      ->add_option("--ranks-per-node", spec_opts.ranks_per_node,
+                   "Ranks per node (default: all on one node)")
+      ->check(CLI::Range(1, 4096));
+  launch_spec
+      ->add_option("--gpus-per-node", spec_opts.gpus_per_node,
+                   "GPUs per node to request")
+      ->check(CLI::Range(0, 64));
+  launch_spec->add_option("--partition", spec_opts.partition,
+                          "Slurm partition");
+  launch_spec->add_option(
+      "--coordinator", spec_opts.coordinator,
+      "Coordinator address (default: $RINGMASTER_COORDINATOR "
+      "when the job starts)");
+  launch_spec->add_option("--job", spec_opts.job_id,
+                          "Job id from `ringmaster submit` (default: "
+                          "$RINGMASTER_JOB when the job starts)");
+  launch_spec->add_option("--worker", spec_opts.worker,
+                          "ringmaster-worker path on the nodes");
+  launch_spec->add_option("--backend", spec_opts.backend, "auto, host or cuda")
+      ->check(CLI::IsMember({"auto", "host", "cuda"}))
+      ->capture_default_str();
+  launch_spec->add_option("--output", spec_opts.output, "Slurm output file")
+      ->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -244,5 +296,6 @@ int main(int argc, char** argv) {
   if (results->parsed())
     return ringmaster::ResultsCommand(client_opts, job_arg, results_format);
   if (cancel->parsed()) return ringmaster::CancelCommand(client_opts, job_arg);
+  if (launch_spec->parsed()) return ringmaster::LaunchSpecCommand(spec_opts);
   return ringmaster::RunCommand(run_opts, command_line);
 }

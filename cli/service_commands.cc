@@ -12,8 +12,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "cli/run_command.h"
+#include "coordinator/slurm.h"
+#include "coordinator/supervisor.h"
 #include "core/names.h"
+#include "core/plan.h"
 #include "core/report.h"
+#include "core/sweep.h"
 #include "core/units.h"
 #include "nlohmann/json.hpp"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
@@ -273,6 +277,8 @@ int SubmitCommand(const ClientOptions& o, const SubmitOptions& s) {
     nlohmann::json out = JobJson(j);
     out["duplicate"] = resp.duplicate();
     out["request_id"] = request_id;
+    // Only with --launcher external: the ranks you start need it.
+    if (!resp.worker_token().empty()) out["worker_token"] = resp.worker_token();
     std::cout << out.dump() << "\n";
   } else {
     std::cerr << absl::StrFormat(
@@ -515,6 +521,44 @@ int CancelCommand(const ClientOptions& o, const std::string& job_id) {
     std::cout << absl::StrFormat("job %s: %s\n", job_id, StateName(j.state()));
   }
   return j.state() == v1::JOB_CANCELLED ? kExitOk : kExitJobFailed;
+}
+
+int LaunchSpecCommand(const LaunchSpecOptions& o) {
+  if (o.launcher != "slurm") {
+    Error("launch-spec --launcher " + o.launcher +
+          ": only slurm is implemented so far");
+    return kExitUsage;
+  }
+  auto plan = LoadPlanFile(o.plan_path);
+  if (!plan.ok()) {
+    Error(std::string(plan.status().message()));
+    return kExitUsage;
+  }
+  const int np = o.np > 0 ? o.np : (plan->ranks() > 0 ? plan->ranks() : 2);
+  auto cases = ExpandPlan(*plan, 100000, np);
+  if (!cases.ok()) {
+    Error(std::string(cases.status().message()));
+    return kExitUsage;
+  }
+  SlurmSpec spec;
+  spec.job_name = "ringmaster-" + plan->name();
+  spec.nranks = np;
+  spec.ranks_per_node = o.ranks_per_node;
+  spec.gpus_per_node = o.gpus_per_node;
+  spec.partition = o.partition;
+  spec.time_limit_s = DefaultDeadlineSeconds(*cases) + 60;
+  spec.output = o.output;
+  spec.worker = o.worker.empty() ? DefaultWorkerPath() : o.worker;
+  spec.coordinator = o.coordinator;
+  spec.job_id = o.job_id;
+  spec.backend = o.backend;
+  auto script = BuildSbatchScript(spec);
+  if (!script.ok()) {
+    Error(std::string(script.status().message()));
+    return kExitUsage;
+  }
+  std::cout << *script;
+  return kExitOk;
 }
 
 }  // namespace ringmaster

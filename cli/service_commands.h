@@ -51,6 +51,23 @@ int ResultsCommand(const ClientOptions& client, const std::string& job_id,
                    const std::string& format);
 int CancelCommand(const ClientOptions& client, const std::string& job_id);
 
+struct LaunchSpecOptions {
+  std::string launcher = "slurm";
+  std::string plan_path;
+  int np = 0;  // 0: the plan's ranks, else 2
+  int ranks_per_node = 0;
+  int gpus_per_node = 0;
+  std::string partition;
+  std::string coordinator;  // empty: $RINGMASTER_COORDINATOR at run time
+  std::string job_id;       // empty: $RINGMASTER_JOB at run time
+  std::string worker;       // default: ringmaster-worker next to this binary
+  std::string backend = "auto";
+  std::string output = "ringmaster-%j.out";
+};
+// Prints what a launcher would submit for a plan (an sbatch script), for
+// users who submit by hand.
+int LaunchSpecCommand(const LaunchSpecOptions& options);
+
 }  // namespace ringmaster
 
 #endif  // RINGMASTER_CLI_SERVICE_COMMANDS_H_

@@ -392,6 +392,7 @@ bool JobManager::Finish(const std::string& job_id, v1::JobState state,
   if (state != v1::JOB_SUCCEEDED) *rec->job.mutable_failure() = failure;
   rec->job.set_finished_at(NowRfc3339());
   rec->job.set_launcher_sid(0);
+  rec->job.set_slurm_job_id(0);
   if (rec->job.attempts_size() > 0) {
     v1::Attempt* a = &*rec->job.mutable_attempts()->rbegin();
     a->set_state(state);
@@ -410,7 +411,7 @@ bool JobManager::Finish(const std::string& job_id, v1::JobState state,
 }
 
 absl::Status JobManager::MarkLaunching(const std::string& job_id,
-                                       int launcher_sid) {
+                                       int launcher_sid, int64_t slurm_job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   JobRecord* rec = Find(job_id);
   if (!rec) return absl::NotFoundError("unknown job " + job_id);
@@ -418,10 +419,12 @@ absl::Status JobManager::MarkLaunching(const std::string& job_id,
     return absl::FailedPreconditionError("job " + job_id + " is over");
   rec->job.set_state(v1::JOB_LAUNCHING);
   rec->job.set_launcher_sid(launcher_sid);
+  rec->job.set_slurm_job_id(slurm_job_id);
   if (rec->job.attempts_size() > 0) {
     v1::Attempt* a = &*rec->job.mutable_attempts()->rbegin();
     a->set_state(v1::JOB_LAUNCHING);
     a->set_started_at(NowRfc3339());
+    a->set_slurm_job_id(slurm_job_id);
   }
   rec->started = absl::Now();
   ++rec->version;
@@ -444,6 +447,7 @@ absl::Status JobManager::Requeue(const std::string& job_id,
   rec->job.set_attempt(rec->job.attempt() + 1);
   rec->job.set_state(v1::JOB_QUEUED);
   rec->job.set_launcher_sid(0);
+  rec->job.set_slurm_job_id(0);
   v1::Attempt* next = rec->job.add_attempts();
   next->set_attempt(rec->job.attempt());
   next->set_state(v1::JOB_QUEUED);

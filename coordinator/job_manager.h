@@ -113,7 +113,8 @@ class JobManager {
   bool Finish(const std::string& job_id, v1::JobState state,
               const v1::Failure& failure);
   // Marks a launched attempt (LAUNCHING, with the launcher's session id).
-  absl::Status MarkLaunching(const std::string& job_id, int launcher_sid);
+  absl::Status MarkLaunching(const std::string& job_id, int launcher_sid,
+                             int64_t slurm_job_id = 0);
   // Ends the current attempt with `failure` and queues the next one: its
   // ranks start afresh and the old attempt's late writes are rejected.
   absl::Status Requeue(const std::string& job_id, const v1::Failure& failure);

@@ -89,9 +89,11 @@ absl::StatusOr<std::map<std::string, std::string>> LoadUsersFile(
 
 absl::StatusOr<std::unique_ptr<CoordinatorService>> CoordinatorService::Start(
     ServiceOptions options) {
-  if (options.launcher != "mpirun" && options.launcher != "external") {
+  if (options.launcher != "mpirun" && options.launcher != "external" &&
+      options.launcher != "slurm") {
     return absl::InvalidArgumentError(
-        "launcher: expected mpirun or external, got " + options.launcher);
+        "launcher: expected mpirun, slurm or external, got " +
+        options.launcher);
   }
   std::error_code ec;
   fs::create_directories(options.data_dir, ec);
@@ -122,9 +124,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorService>> CoordinatorService::Start(
     svc->manager_->Adopt(job);
     if (job.state() == v1::JOB_RUNNING || job.state() == v1::JOB_LAUNCHING) {
       WatchLimits limits = svc->LimitsFor(job);
-      svc->running_[job.job_id()] =
-          JobSupervisor::Follow(svc->manager_.get(), job.job_id(), limits,
-                                /*adopted=*/true, job.launcher_sid());
+      svc->running_[job.job_id()] = JobSupervisor::Follow(
+          svc->manager_.get(), job.job_id(), limits,
+          /*adopted=*/true, job.launcher_sid(), job.slurm_job_id());
       ++svc->adopted_;
     }
   }
@@ -299,9 +301,46 @@ void CoordinatorService::LaunchQueued() {
     if (!job.ok()) continue;
     WatchLimits limits = LimitsFor(*job);
     std::unique_ptr<JobSupervisor> sup;
+    fs::path dir = fs::path(options_.data_dir) / "jobs" / id;
+    std::error_code dir_ec;
+    fs::create_directories(dir, dir_ec);
     if (options_.launcher == "external") {
       sup = JobSupervisor::Follow(manager_.get(), id, limits,
                                   /*adopted=*/false, 0);
+    } else if (options_.launcher == "slurm") {
+      SlurmLaunch launch;
+      SlurmSpec& spec = launch.spec;
+      spec.job_name = "ringmaster-" + id;
+      spec.nranks = job->nranks();
+      spec.ranks_per_node = options_.slurm_ranks_per_node;
+      spec.gpus_per_node = options_.slurm_gpus_per_node;
+      spec.partition = options_.slurm_partition;
+      spec.time_limit_s = limits.deadline_s + 60;
+      spec.output = fs::absolute(dir).string() + "/slurm-%j.out";
+      spec.worker = options_.worker;
+      spec.coordinator = options_.worker_address;
+      spec.job_id = id;
+      spec.backend = job->backend().empty() ? "auto" : job->backend();
+      spec.extra_sbatch = options_.slurm_args;
+      launch.script_path =
+          (dir / absl::StrFormat("attempt-%d.sbatch", job->attempt())).string();
+      for (char** e = environ; *e; ++e) launch.env.emplace_back(*e);
+      for (const auto& [k, v] : job->env()) SetEnvEntry(&launch.env, k, v);
+      SetEnvEntry(&launch.env, "RINGMASTER_TOKEN", job->worker_token());
+      launch.poll_interval_s = options_.slurm_poll_s;
+      auto launched =
+          JobSupervisor::LaunchSlurm(manager_.get(), id, launch, limits);
+      if (!launched.ok()) {
+        v1::Failure f;
+        f.set_reason(v1::WORKER_EXIT);
+        f.set_rank(-1);
+        f.set_detail("launch failed: " +
+                     std::string(launched.status().message()));
+        manager_->Finish(id, v1::JOB_FAILED, f);
+        spdlog::error("job {}: {}", id, f.detail());
+        continue;
+      }
+      sup = std::move(*launched);
     } else {
       MpirunLaunch launch;
       launch.mpirun = options_.mpirun;
@@ -313,9 +352,6 @@ void CoordinatorService::LaunchQueued() {
       for (char** e = environ; *e; ++e) launch.env.emplace_back(*e);
       for (const auto& [k, v] : job->env()) SetEnvEntry(&launch.env, k, v);
       SetEnvEntry(&launch.env, "RINGMASTER_TOKEN", job->worker_token());
-      fs::path dir = fs::path(options_.data_dir) / "jobs" / id;
-      std::error_code ec;
-      fs::create_directories(dir, ec);
       launch.log_path =
           (dir / absl::StrFormat("attempt-%d.log", job->attempt())).string();
       auto launched =

@@ -33,11 +33,18 @@ namespace ringmaster {
 struct ServiceOptions {
   std::string data_dir = "ringmaster-data";
   ServerOptions server;             // address, user tokens, TLS, limits
-  std::string launcher = "mpirun";  // mpirun or external
+  std::string launcher = "mpirun";  // mpirun, slurm or external
   std::string mpirun = "mpirun";
   std::string hostfile;
   std::vector<std::string> mpirun_args;
-  std::string worker;          // ringmaster-worker (mpirun launcher)
+  std::string worker;  // ringmaster-worker (mpirun, slurm)
+  // Slurm launcher: partition, ranks per node (0: all on one node), GPUs
+  // per node (0: none requested), extra sbatch options, squeue period.
+  std::string slurm_partition;
+  int slurm_ranks_per_node = 0;
+  int slurm_gpus_per_node = 0;
+  std::vector<std::string> slurm_args;
+  double slurm_poll_s = 1;
   std::string worker_address;  // how ranks reach us; empty: the listener
   int max_running = 1;         // jobs launched at once (admission)
   int max_queued = 256;        // jobs waiting; more: RESOURCE_EXHAUSTED

@@ -8,8 +8,10 @@
 #include <fstream>
 #include <iostream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "core/names.h"
 
@@ -53,6 +55,124 @@ Outcome Failed(v1::Failure f) {
   o.failure = std::move(f);
   return o;
 }
+
+// mpirun in a session of its own.
+class MpirunHandle : public LaunchHandle {
+ public:
+  explicit MpirunHandle(std::unique_ptr<ChildProcess> child)
+      : child_(std::move(child)) {}
+  std::optional<int> Poll() override { return child_->Poll(); }
+  std::string DescribeEnd(int status) override {
+    return "mpirun ended with " + DescribeWaitStatus(status);
+  }
+  int Terminate(absl::Duration grace) override {
+    return child_->TerminateSession(grace);
+  }
+  bool Running() override {
+    return !child_->Poll() || !ProcessesInSession(child_->pid()).empty();
+  }
+  void Finish() override { child_->JoinReaders(); }
+  void Detach() override { child_->Detach(); }
+
+ private:
+  std::unique_ptr<ChildProcess> child_;
+};
+
+bool SlurmStateIsFinal(const std::string& state) {
+  return state.empty() || state == "COMPLETED" || state == "FAILED" ||
+         state == "CANCELLED" || state == "TIMEOUT" || state == "NODE_FAIL" ||
+         state == "OUT_OF_MEMORY" || state == "PREEMPTED" ||
+         state == "BOOT_FAIL" || state == "DEADLINE";
+}
+
+// One sbatch job, followed with squeue (then scontrol, or sacct where
+// accounting is configured) and ended with scancel.
+class SlurmHandle : public LaunchHandle {
+ public:
+  SlurmHandle(long slurm_id, std::vector<std::string> env, double poll_s)
+      : id_(slurm_id), env_(std::move(env)), poll_s_(poll_s) {}
+  std::optional<int> Poll() override {
+    if (end_) return end_;
+    if (absl::Now() - last_poll_ < absl::Seconds(poll_s_)) return std::nullopt;
+    last_poll_ = absl::Now();
+    auto state = QueueState();
+    if (!state || !SlurmStateIsFinal(*state)) return std::nullopt;
+    auto s = RunCommand({"scontrol", "show", "job", "-o", std::to_string(id_)},
+                        Env(), absl::Seconds(30));
+    std::optional<SlurmEnd> end;
+    if (s.ok() && s->exit_code == 0) end = ParseScontrolJob(s->out);
+    if (!end) {
+      auto a = RunCommand({"sacct", "-n", "-P", "-X", "-j", std::to_string(id_),
+                           "-o", "State,ExitCode"},
+                          Env(), absl::Seconds(30));
+      if (a.ok() && a->exit_code == 0 && !a->out.empty()) {
+        std::vector<std::string> f =
+            absl::StrSplit(a->out.substr(0, a->out.find('\n')), '|');
+        end = SlurmEnd();
+        end->state = f[0].substr(0, f[0].find(' '));
+        if (f.size() > 1) {
+          (void)absl::SimpleAtoi(f[1].substr(0, f[1].find(':')),
+                                 &end->exit_code);
+        }
+      }
+    }
+    if (!end) {
+      // Neither remembers it: the job is over, its end unknown.
+      end = SlurmEnd();
+      end->state = "UNKNOWN";
+      end->exit_code = -1;
+    }
+    final_ = *end;
+    end_ = end->state == "COMPLETED" && end->exit_code == 0 ? 0 : 1;
+    return end_;
+  }
+  std::string DescribeEnd(int) override {
+    return absl::StrFormat("Slurm job %d ended %s (exit code %d, signal %d)",
+                           id_, final_.state, final_.exit_code, final_.signal);
+  }
+  int Terminate(absl::Duration grace) override {
+    // scancel: Slurm signals the steps (SIGTERM, then SIGKILL after the
+    // cluster's KillWait).
+    RunCommand({"scancel", std::to_string(id_)}, Env(), absl::Seconds(30))
+        .IgnoreError();
+    const absl::Time give_up = absl::Now() + grace + absl::Seconds(10);
+    while (absl::Now() < give_up && Running())
+      absl::SleepFor(absl::Milliseconds(200));
+    if (!Running()) return 0;
+    RunCommand({"scancel", "--signal=KILL", "--full", std::to_string(id_)},
+               Env(), absl::Seconds(30))
+        .IgnoreError();
+    return 1;
+  }
+  bool Running() override {
+    auto state = QueueState();
+    return state && !SlurmStateIsFinal(*state);
+  }
+
+ private:
+  // squeue's state of the job: "" when it has left the queue, nullopt when
+  // squeue could not answer.
+  std::optional<std::string> QueueState() {
+    auto q = RunCommand({"squeue", "-h", "-j", std::to_string(id_), "-o", "%T"},
+                        Env(), absl::Seconds(30));
+    if (!q.ok()) return std::nullopt;
+    if (q->exit_code != 0) {
+      // "Invalid job id specified": it has left slurmctld's memory.
+      if (q->err.find("Invalid job id") != std::string::npos) return "";
+      return std::nullopt;
+    }
+    return q->out.substr(0, q->out.find('\n'));
+  }
+  const std::vector<std::string>* Env() const {
+    return env_.empty() ? nullptr : &env_;
+  }
+  long id_;
+  std::vector<std::string> env_;
+  double poll_s_;
+  absl::Time last_poll_ = absl::InfinitePast();
+  std::optional<int> end_;
+  SlurmEnd final_;
+};
 
 }  // namespace
 
@@ -145,22 +265,52 @@ absl::StatusOr<std::unique_ptr<JobSupervisor>> JobSupervisor::LaunchMpirun(
       },
       &launch.env);
   if (!child.ok()) return child.status();
-  sup->launcher_ = std::move(*child);
-  absl::Status marked =
-      manager->MarkLaunching(job_id, static_cast<int>(sup->launcher_->pid()));
+  const pid_t pid = (*child)->pid();
+  sup->launcher_ = std::make_unique<MpirunHandle>(std::move(*child));
+  absl::Status marked = manager->MarkLaunching(job_id, static_cast<int>(pid));
   if (!marked.ok()) return marked;
   return sup;
 }
 
-std::unique_ptr<JobSupervisor> JobSupervisor::Follow(JobManager* manager,
-                                                     const std::string& job_id,
-                                                     WatchLimits limits,
-                                                     bool adopted,
-                                                     int orphan_sid) {
+absl::StatusOr<std::unique_ptr<JobSupervisor>> JobSupervisor::LaunchSlurm(
+    JobManager* manager, const std::string& job_id, SlurmLaunch launch,
+    WatchLimits limits) {
+  auto script = BuildSbatchScript(launch.spec);
+  if (!script.ok()) return script.status();
+  {
+    std::ofstream out(launch.script_path);
+    out << *script;
+    if (!out) {
+      return absl::PermissionDeniedError(launch.script_path +
+                                         ": cannot write the sbatch script");
+    }
+  }
+  auto submitted = RunCommand({"sbatch", "--parsable", launch.script_path},
+                              &launch.env, absl::Seconds(60));
+  if (!submitted.ok()) return submitted.status();
+  auto slurm_id = ParseSbatchJobId(submitted->out);
+  if (submitted->exit_code != 0 || !slurm_id) {
+    return absl::UnavailableError(absl::StrFormat(
+        "sbatch failed (exit %d): %s", submitted->exit_code,
+        submitted->err.empty() ? submitted->out : submitted->err));
+  }
+  std::unique_ptr<JobSupervisor> sup(
+      new JobSupervisor(manager, job_id, limits));
+  sup->launcher_ = std::make_unique<SlurmHandle>(*slurm_id, launch.env,
+                                                 launch.poll_interval_s);
+  absl::Status marked = manager->MarkLaunching(job_id, 0, *slurm_id);
+  if (!marked.ok()) return marked;
+  return sup;
+}
+
+std::unique_ptr<JobSupervisor> JobSupervisor::Follow(
+    JobManager* manager, const std::string& job_id, WatchLimits limits,
+    bool adopted, int orphan_sid, int64_t orphan_slurm) {
   std::unique_ptr<JobSupervisor> sup(
       new JobSupervisor(manager, job_id, limits));
   sup->adopted_ = adopted;
   sup->orphan_sid_ = orphan_sid;
+  sup->orphan_slurm_ = orphan_slurm;
   if (!adopted) manager->MarkLaunching(job_id, 0).IgnoreError();
   return sup;
 }
@@ -211,7 +361,7 @@ std::optional<Outcome> JobSupervisor::Decide() {
       }
       return Failed(
           MakeFailure(v1::WORKER_EXIT, -1, my_host_,
-                      "mpirun ended with " + DescribeWaitStatus(*exit_status_) +
+                      launcher_->DescribeEnd(*exit_status_) +
                           (rank0_final ? "" : " before the workers finished")));
     }
     ended = Outcome();
@@ -341,11 +491,14 @@ int JobSupervisor::Reap(Outcome* outcome) {
       absl::SleepFor(absl::Milliseconds(20));
       exit_status_ = launcher_->Poll();
     }
-    if (!exit_status_ || !ProcessesInSession(launcher_->pid()).empty()) {
-      killed += launcher_->TerminateSession(absl::Seconds(limits_.grace_s));
+    if (!exit_status_ || launcher_->Running()) {
+      killed += launcher_->Terminate(absl::Seconds(limits_.grace_s));
     }
   } else if (orphan_sid_ > 0) {
     killed += TerminateSessionOf(orphan_sid_, absl::Seconds(limits_.grace_s));
+  } else if (orphan_slurm_ > 0) {
+    SlurmHandle orphan(static_cast<long>(orphan_slurm_), {}, 0);
+    killed += orphan.Terminate(absl::Seconds(limits_.grace_s));
   }
   for (const RankStatus& r : ranks) {
     if (r.registered && r.fingerprint.host() == my_host_ &&
@@ -354,7 +507,7 @@ int JobSupervisor::Reap(Outcome* outcome) {
       ++killed;
     }
   }
-  if (launcher_) launcher_->JoinReaders();
+  if (launcher_) launcher_->Finish();
   // mpirun's own account of a dead rank is the most precise one.
   std::lock_guard<std::mutex> lock(log_->mu);
   v1::Failure& f = outcome->failure;

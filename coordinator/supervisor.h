@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/launcher.h"
+#include "coordinator/slurm.h"
 
 namespace ringmaster {
 
@@ -50,6 +51,31 @@ struct MpirunLaunch {
   std::function<bool(std::string_view)> line_hook;
 };
 
+// A Slurm launch: the attempt is one sbatch job (coordinator/slurm.h).
+struct SlurmLaunch {
+  SlurmSpec spec;  // job_id, worker, coordinator, backend filled by caller
+  std::string script_path;  // where the generated script is written
+  // sbatch's environment (exported to the ranks): must hold
+  // RINGMASTER_TOKEN; SLURM_CONF when the cluster needs it.
+  std::vector<std::string> env;
+  double poll_interval_s = 1;  // squeue at most this often
+};
+
+// What started an attempt's ranks, as the supervisor sees it.
+class LaunchHandle {
+ public:
+  virtual ~LaunchHandle() = default;
+  // The launcher's end once it is over: 0 clean, anything else failed.
+  virtual std::optional<int> Poll() = 0;
+  virtual std::string DescribeEnd(int status) = 0;
+  // Ends whatever is left (SIGTERM, then SIGKILL after `grace`); returns
+  // how many processes needed SIGKILL.
+  virtual int Terminate(absl::Duration grace) = 0;
+  virtual bool Running() = 0;
+  virtual void Finish() {}  // after the end: drain output readers
+  virtual void Detach() {}  // leave it running (coordinator stopping)
+};
+
 struct Outcome {
   v1::JobState state = v1::JOB_SUCCEEDED;
   v1::Failure failure;  // reason unset on success
@@ -71,13 +97,19 @@ class JobSupervisor {
   static absl::StatusOr<std::unique_ptr<JobSupervisor>> LaunchMpirun(
       JobManager* manager, const std::string& job_id, MpirunLaunch launch,
       WatchLimits limits);
+  // Submits the job's current attempt as a Slurm batch job.
+  static absl::StatusOr<std::unique_ptr<JobSupervisor>> LaunchSlurm(
+      JobManager* manager, const std::string& job_id, SlurmLaunch launch,
+      WatchLimits limits);
   // Follows an attempt whose ranks were started by other means (the
   // external launcher), or by a coordinator that is gone (`adopted`; its
-  // launcher's session `orphan_sid` is reaped at the end).
+  // launcher, mpirun's session `orphan_sid` or Slurm job `orphan_slurm`,
+  // is ended at the end).
   static std::unique_ptr<JobSupervisor> Follow(JobManager* manager,
                                                const std::string& job_id,
                                                WatchLimits limits, bool adopted,
-                                               int orphan_sid);
+                                               int orphan_sid,
+                                               int64_t orphan_slurm = 0);
   ~JobSupervisor();
 
   const std::string& job_id() const { return job_id_; }
@@ -106,10 +138,11 @@ class JobSupervisor {
   WatchLimits limits_;
   std::string my_host_;
   absl::Time start_;
-  std::unique_ptr<ChildProcess> launcher_;
+  std::unique_ptr<LaunchHandle> launcher_;
   std::shared_ptr<Log> log_;
   bool adopted_ = false;
   int orphan_sid_ = 0;
+  int64_t orphan_slurm_ = 0;
   std::optional<int> exit_status_;
   absl::Time exit_seen_ = absl::InfinitePast();
   bool reaped_ = false;
