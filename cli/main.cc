@@ -244,7 +244,7 @@ int main(int argc, char** argv) {
       "srun --mpi=pmix), for submitting by hand with a job's worker token");
   launch_spec->add_option("plan", spec_opts.plan_path, "Plan file (YAML)")
       ->required();
-  launch_spec->add_option("--launcher", spec_opts.launcher, "slurm")
+  launch_spec->add_option("--launcher", spec_opts.launcher, "slurm (sbatch script) or k8s-mpijob (kubeflow MPIJob)")
       ->check(CLI::IsMember({"slurm", "k8s-mpijob", "k8s-job"}))
       ->capture_default_str();
   launch_spec
@@ -273,6 +273,14 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "host", "cuda"}))
       ->capture_default_str();
   launch_spec->add_option("--output", spec_opts.output, "Slurm output file")
+      ->capture_default_str();
+  launch_spec->add_option("--image", spec_opts.image,
+                          "Worker image (k8s-mpijob)");
+  launch_spec->add_option("--namespace", spec_opts.namespace_,
+                          "Kubernetes namespace (k8s-mpijob)");
+  launch_spec->add_option("--token-secret", spec_opts.token_secret,
+                          "Secret with the job's worker token under key "
+                          "\"token\" (k8s-mpijob)")
       ->capture_default_str();
 
   try {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "cli/run_command.h"
+#include "coordinator/k8s.h"
 #include "coordinator/slurm.h"
 #include "coordinator/supervisor.h"
 #include "core/names.h"
@@ -23,6 +24,8 @@
 #include "ringmaster/v1/coordinator.grpc.pb.h"
 #include "spdlog/spdlog.h"
 #include "worker/channel.h"
+
+extern char** environ;
 
 namespace ringmaster {
 namespace {
@@ -523,10 +526,25 @@ int CancelCommand(const ClientOptions& o, const std::string& job_id) {
   return j.state() == v1::JOB_CANCELLED ? kExitOk : kExitJobFailed;
 }
 
+// A DNS-1123 label from free text: lowercase, [a-z0-9-], at most 63.
+std::string DnsLabel(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    out += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+  }
+  while (!out.empty() && out.front() == '-') out.erase(out.begin());
+  if (out.size() > 63) out.resize(63);
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out.empty() ? "ringmaster" : out;
+}
+
 int LaunchSpecCommand(const LaunchSpecOptions& o) {
-  if (o.launcher != "slurm") {
-    Error("launch-spec --launcher " + o.launcher +
-          ": only slurm is implemented so far");
+  if (o.launcher == "k8s-job") {
+    Error(
+        "launch-spec --launcher k8s-job: the Indexed-Job style needs the "
+        "coordinator-bootstrap worker mode, which is not built yet; use "
+        "k8s-mpijob");
     return kExitUsage;
   }
   auto plan = LoadPlanFile(o.plan_path);
@@ -539,6 +557,36 @@ int LaunchSpecCommand(const LaunchSpecOptions& o) {
   if (!cases.ok()) {
     Error(std::string(cases.status().message()));
     return kExitUsage;
+  }
+  if (o.launcher == "k8s-mpijob") {
+    K8sSpec k;
+    k.name = DnsLabel("ringmaster-" + (o.job_id.empty() ? plan->name()
+                                                          : o.job_id));
+    k.namespace_ = o.namespace_;
+    k.image = o.image;
+    k.nranks = np;
+    k.ranks_per_pod = o.ranks_per_node > 0 ? o.ranks_per_node : np;
+    k.gpus_per_pod = o.gpus_per_node;
+    k.coordinator = o.coordinator;
+    k.job_id = o.job_id;
+    k.backend = o.backend;
+    k.token_secret = o.token_secret;
+    k.deadline_s = DefaultDeadlineSeconds(*cases) + 60;
+    // Every NCCL_* variable here reaches every container (NCCL_NVLS_ENABLE
+    // included).
+    for (char** e = environ; *e; ++e) {
+      std::string kv = *e;
+      auto eq = kv.find('=');
+      if (kv.rfind("NCCL_", 0) == 0 && eq != std::string::npos)
+        k.nccl_env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    auto manifest = BuildMpiJobManifest(k);
+    if (!manifest.ok()) {
+      Error(std::string(manifest.status().message()));
+      return kExitUsage;
+    }
+    std::cout << *manifest;
+    return kExitOk;
   }
   SlurmSpec spec;
   spec.job_name = "ringmaster-" + plan->name();

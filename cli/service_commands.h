@@ -63,6 +63,10 @@ struct LaunchSpecOptions {
   std::string worker;       // default: ringmaster-worker next to this binary
   std::string backend = "auto";
   std::string output = "ringmaster-%j.out";
+  // Kubernetes (k8s-mpijob).
+  std::string image;
+  std::string namespace_;
+  std::string token_secret = "ringmaster-worker-token";
 };
 // Prints what a launcher would submit for a plan (an sbatch script), for
 // users who submit by hand.

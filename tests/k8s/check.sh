@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Generated Kubernetes manifests: each golden file is what `ringmaster
+# launch-spec` prints for its arguments (in a fixed environment), and every
+# golden file validates against the MPIJob CRD schema.
+#   tests/k8s/check.sh BIN_DIR            # check
+#   UPDATE=1 tests/k8s/check.sh BIN_DIR   # rewrite the golden files
+set -euo pipefail
+bin=${1:?the folder with the ringmaster binary}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+status=0
+
+generate() {  # golden-name, launch-spec arguments...
+  local name=$1
+  shift
+  local out
+  out=$(mktemp)
+  (cd "$root" && env -i PATH=/usr/bin:/bin NCCL_NVLS_ENABLE=0 NCCL_DEBUG=WARN \
+    "$bin/ringmaster" launch-spec "$@") > "$out"
+  if [ "${UPDATE:-0}" = 1 ]; then
+    cp "$out" "$here/golden/$name"
+  elif ! diff -u "$here/golden/$name" "$out"; then
+    echo "check.sh: $name differs from launch-spec's output (UPDATE=1 rewrites it)" >&2
+    status=1
+  fi
+  rm -f "$out"
+}
+
+generate mpijob-collectives-2x8.yaml --launcher k8s-mpijob --np 16 \
+  --ranks-per-node 8 --gpus-per-node 8 \
+  --image registry.example/ringmaster-worker:0.1 \
+  --coordinator ringmaster.ringmaster.svc:7450 \
+  --job 20261201-000000-abcdef plans/collectives.yaml
+generate mpijob-quickstart-1x2.yaml --launcher k8s-mpijob --np 2 \
+  --gpus-per-node 2 --namespace benchmarks \
+  --image registry.example/ringmaster-worker:0.1 \
+  --coordinator 10.0.0.5:7450 --job 20261201-000000-123456 \
+  plans/quickstart.yaml
+
+python3 "$here/validate.py" "$here/schemas/kubeflow.org_mpijobs.yaml" \
+  "$here"/golden/*.yaml || status=1
+exit "$status"
