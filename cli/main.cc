@@ -231,6 +231,10 @@ int main(int argc, char** argv) {
   results->add_option("--format", results_format, "table, csv or jsonl")
       ->check(CLI::IsMember({"table", "csv", "jsonl"}))
       ->capture_default_str();
+  std::string results_status;
+  results
+      ->add_option("--status", results_status, "Only results with this status")
+      ->check(CLI::IsMember({"OK", "FAILED", "SKIPPED"}));
   add_client_options(results);
   auto* cancel = app.add_subcommand(
       "cancel", "Cancel a job: its processes get SIGTERM, then SIGKILL");
@@ -244,7 +248,9 @@ int main(int argc, char** argv) {
       "srun --mpi=pmix), for submitting by hand with a job's worker token");
   launch_spec->add_option("plan", spec_opts.plan_path, "Plan file (YAML)")
       ->required();
-  launch_spec->add_option("--launcher", spec_opts.launcher, "slurm (sbatch script) or k8s-mpijob (kubeflow MPIJob)")
+  launch_spec
+      ->add_option("--launcher", spec_opts.launcher,
+                   "slurm (sbatch script) or k8s-mpijob (kubeflow MPIJob)")
       ->check(CLI::IsMember({"slurm", "k8s-mpijob", "k8s-job"}))
       ->capture_default_str();
   launch_spec
@@ -278,9 +284,10 @@ int main(int argc, char** argv) {
                           "Worker image (k8s-mpijob)");
   launch_spec->add_option("--namespace", spec_opts.namespace_,
                           "Kubernetes namespace (k8s-mpijob)");
-  launch_spec->add_option("--token-secret", spec_opts.token_secret,
-                          "Secret with the job's worker token under key "
-                          "\"token\" (k8s-mpijob)")
+  launch_spec
+      ->add_option("--token-secret", spec_opts.token_secret,
+                   "Secret with the job's worker token under key "
+                   "\"token\" (k8s-mpijob)")
       ->capture_default_str();
 
   try {
@@ -302,7 +309,8 @@ int main(int argc, char** argv) {
     return ringmaster::StatusCommand(client_opts, job_arg, list_limit);
   if (watch->parsed()) return ringmaster::WatchCommand(client_opts, job_arg);
   if (results->parsed())
-    return ringmaster::ResultsCommand(client_opts, job_arg, results_format);
+    return ringmaster::ResultsCommand(client_opts, job_arg, results_format,
+                                      results_status);
   if (cancel->parsed()) return ringmaster::CancelCommand(client_opts, job_arg);
   if (launch_spec->parsed()) return ringmaster::LaunchSpecCommand(spec_opts);
   return ringmaster::RunCommand(run_opts, command_line);

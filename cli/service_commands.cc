@@ -437,7 +437,12 @@ int WatchCommand(const ClientOptions& o, const std::string& job_id) {
 }
 
 int ResultsCommand(const ClientOptions& o, const std::string& job_id,
-                   const std::string& format) {
+                   const std::string& format, const std::string& status) {
+  v1::Status want = v1::STATUS_UNSPECIFIED;
+  if (!status.empty() && !v1::Status_Parse(status, &want)) {
+    Error("--status " + status + ": expected OK, FAILED or SKIPPED");
+    return kExitUsage;
+  }
   int code = 0;
   auto c = Connect(o, &code);
   if (!c) return code;
@@ -465,6 +470,7 @@ int ResultsCommand(const ClientOptions& o, const std::string& job_id,
     req.set_job_id(job_id);
     req.set_after_seq(after);
     req.set_limit(1000);
+    req.set_status(want);
     v1::QueryResultsResponse resp;
     st = c->stub->QueryResults(&ctx, req, &resp);
     if (!st.ok()) return Fail(st, "results " + job_id);
@@ -560,8 +566,8 @@ int LaunchSpecCommand(const LaunchSpecOptions& o) {
   }
   if (o.launcher == "k8s-mpijob") {
     K8sSpec k;
-    k.name = DnsLabel("ringmaster-" + (o.job_id.empty() ? plan->name()
-                                                          : o.job_id));
+    k.name =
+        DnsLabel("ringmaster-" + (o.job_id.empty() ? plan->name() : o.job_id));
     k.namespace_ = o.namespace_;
     k.image = o.image;
     k.nranks = np;

@@ -48,7 +48,7 @@ int StatusCommand(const ClientOptions& client, const std::string& job_id,
                   int limit);
 int WatchCommand(const ClientOptions& client, const std::string& job_id);
 int ResultsCommand(const ClientOptions& client, const std::string& job_id,
-                   const std::string& format);
+                   const std::string& format, const std::string& status = "");
 int CancelCommand(const ClientOptions& client, const std::string& job_id);
 
 struct LaunchSpecOptions {

@@ -355,8 +355,9 @@ absl::StatusOr<v1::Job> JobManager::GetJob(const std::string& job_id) {
 }
 
 absl::StatusOr<std::vector<v1::Result>> JobManager::QueryResults(
-    const std::string& job_id, int64_t after_seq, int limit) {
-  return store_->Results(job_id, after_seq, limit);
+    const std::string& job_id, int64_t after_seq, int limit, v1::Status status,
+    int attempt) {
+  return store_->Results(job_id, after_seq, limit, status, attempt);
 }
 
 std::vector<v1::Job> JobManager::ListJobs(

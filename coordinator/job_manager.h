@@ -102,7 +102,8 @@ class JobManager {
   // User calls.
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
   absl::StatusOr<std::vector<v1::Result>> QueryResults(
-      const std::string& job_id, int64_t after_seq, int limit);
+      const std::string& job_id, int64_t after_seq, int limit,
+      v1::Status status = v1::STATUS_UNSPECIFIED, int attempt = 0);
 
   // Jobs newest first; `user` empty = everyone's.
   std::vector<v1::Job> ListJobs(const std::vector<v1::JobState>& states,

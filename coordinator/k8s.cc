@@ -57,9 +57,9 @@ absl::StatusOr<std::string> BuildMpiJobManifest(const K8sSpec& s) {
         "register with that job)");
   }
   if (s.nranks < 1 || s.ranks_per_pod < 1 || s.nranks % s.ranks_per_pod) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%d ranks do not fill worker pods of %d ranks each", s.nranks,
-        s.ranks_per_pod));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%d ranks do not fill worker pods of %d ranks each",
+                        s.nranks, s.ranks_per_pod));
   }
   for (const auto& [k, v] : s.nccl_env) {
     if (!absl::StartsWith(k, "NCCL_"))
@@ -68,18 +68,18 @@ absl::StatusOr<std::string> BuildMpiJobManifest(const K8sSpec& s) {
   const int pods = s.nranks / s.ranks_per_pod;
   // mpirun in the launcher pod: argv as a list, never a shell string.
   std::vector<std::string> command = {
-      "mpirun", "--allow-run-as-root", "-np", std::to_string(s.nranks),
+      "mpirun",   "--allow-run-as-root",
+      "-np",      std::to_string(s.nranks),
       "--map-by", absl::StrFormat("ppr:%d:node", s.ranks_per_pod),
-      "-x", "RINGMASTER_TOKEN"};
+      "-x",       "RINGMASTER_TOKEN"};
   for (const auto& [k, v] : s.nccl_env) {
     command.push_back("-x");
     command.push_back(k);
   }
   for (const std::string& a :
        {std::string("ringmaster-worker"), std::string("run"),
-        std::string("--coordinator"),
-        s.coordinator, std::string("--job"), s.job_id,
-        std::string("--backend"), s.backend}) {
+        std::string("--coordinator"), s.coordinator, std::string("--job"),
+        s.job_id, std::string("--backend"), s.backend}) {
     command.push_back(a);
   }
 
@@ -94,8 +94,8 @@ absl::StatusOr<std::string> BuildMpiJobManifest(const K8sSpec& s) {
   out << YAML::Key << "labels" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "app.kubernetes.io/name" << YAML::Value << "ringmaster";
   if (!s.job_id.empty())
-    out << YAML::Key << "ringmaster.io/job" << YAML::Value
-        << YAML::DoubleQuoted << s.job_id;
+    out << YAML::Key << "ringmaster.io/job" << YAML::Value << YAML::DoubleQuoted
+        << s.job_id;
   out << YAML::EndMap << YAML::EndMap;
   out << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "slotsPerWorker" << YAML::Value << s.ranks_per_pod;
@@ -113,10 +113,10 @@ absl::StatusOr<std::string> BuildMpiJobManifest(const K8sSpec& s) {
     out << YAML::Key << "replicas" << YAML::Value << (launcher ? 1 : pods);
     out << YAML::Key << "restartPolicy" << YAML::Value << "Never";
     out << YAML::Key << "template" << YAML::Value << YAML::BeginMap;
-    out << YAML::Key << "metadata" << YAML::Value << YAML::BeginMap
-        << YAML::Key << "labels" << YAML::Value << YAML::BeginMap << YAML::Key
-        << "app.kubernetes.io/name" << YAML::Value << "ringmaster"
-        << YAML::Key << "app.kubernetes.io/component" << YAML::Value
+    out << YAML::Key << "metadata" << YAML::Value << YAML::BeginMap << YAML::Key
+        << "labels" << YAML::Value << YAML::BeginMap << YAML::Key
+        << "app.kubernetes.io/name" << YAML::Value << "ringmaster" << YAML::Key
+        << "app.kubernetes.io/component" << YAML::Value
         << (launcher ? "launcher" : "worker") << YAML::EndMap << YAML::EndMap;
     out << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "containers" << YAML::Value << YAML::BeginSeq;
@@ -133,9 +133,9 @@ absl::StatusOr<std::string> BuildMpiJobManifest(const K8sSpec& s) {
     EmitEnv(out, s, /*with_token=*/launcher);
     if (!launcher && s.gpus_per_pod > 0) {
       out << YAML::Key << "resources" << YAML::Value << YAML::BeginMap
-          << YAML::Key << "limits" << YAML::Value << YAML::BeginMap
-          << YAML::Key << "nvidia.com/gpu" << YAML::Value << s.gpus_per_pod
-          << YAML::EndMap << YAML::EndMap;
+          << YAML::Key << "limits" << YAML::Value << YAML::BeginMap << YAML::Key
+          << "nvidia.com/gpu" << YAML::Value << s.gpus_per_pod << YAML::EndMap
+          << YAML::EndMap;
     }
     out << YAML::EndMap << YAML::EndSeq;
     out << YAML::EndMap << YAML::EndMap << YAML::EndMap;

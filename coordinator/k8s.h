@@ -17,8 +17,8 @@ struct K8sSpec {
   std::string namespace_;  // empty: none written (kubectl -n decides)
   std::string image;       // worker image (ringmaster-worker, OpenMPI)
   int nranks = 1;
-  int ranks_per_pod = 1;   // = GPUs per worker pod (slotsPerWorker)
-  int gpus_per_pod = 0;    // nvidia.com/gpu limit per worker pod
+  int ranks_per_pod = 1;    // = GPUs per worker pod (slotsPerWorker)
+  int gpus_per_pod = 0;     // nvidia.com/gpu limit per worker pod
   std::string coordinator;  // address the ranks dial
   std::string job_id;       // Ringmaster job id
   std::string backend = "auto";

@@ -274,7 +274,8 @@ class Service final : public v1::Coordinator::CallbackService {
           if (!job.ok()) return job.status();
           int limit = req->limit() > 0 ? std::min(req->limit(), 10000) : 10000;
           auto results =
-              manager_->QueryResults(req->job_id(), req->after_seq(), limit);
+              manager_->QueryResults(req->job_id(), req->after_seq(), limit,
+                                     req->status(), req->attempt());
           if (!results.ok()) return results.status();
           for (auto& r : *results) *resp->add_results() = std::move(r);
           return absl::OkStatus();

@@ -306,15 +306,21 @@ absl::StatusOr<std::string> Store::QuickCheck() {
 }
 
 absl::StatusOr<std::vector<v1::Result>> Store::Results(
-    const std::string& job_id, int64_t after_seq, int limit) {
+    const std::string& job_id, int64_t after_seq, int limit, v1::Status status,
+    int attempt) {
   std::lock_guard<std::mutex> lock(mu_);
   Statement st(db_,
                "SELECT result FROM results WHERE job_id = ? AND seq > ?"
+               " AND (? = 0 OR status = ?) AND (? = 0 OR attempt = ?)"
                " ORDER BY seq, attempt LIMIT ?");
   if (!st.ok()) return SqlError(db_, "prepare Results");
   sqlite3_bind_text(st.get(), 1, job_id.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(st.get(), 2, after_seq);
-  sqlite3_bind_int(st.get(), 3, limit > 0 ? limit : -1);
+  sqlite3_bind_int(st.get(), 3, status);
+  sqlite3_bind_int(st.get(), 4, status);
+  sqlite3_bind_int(st.get(), 5, attempt);
+  sqlite3_bind_int(st.get(), 6, attempt);
+  sqlite3_bind_int(st.get(), 7, limit > 0 ? limit : -1);
   std::vector<v1::Result> out;
   int rc;
   while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {

@@ -71,9 +71,11 @@ class Store {
   absl::StatusOr<std::string> QuickCheck();
 
   // Results of `job_id` with case.seq > after_seq, in seq order; limit 0 =
-  // all.
-  absl::StatusOr<std::vector<v1::Result>> Results(const std::string& job_id,
-                                                  int64_t after_seq, int limit);
+  // all. `status` (when not STATUS_UNSPECIFIED) and `attempt` (when > 0)
+  // filter.
+  absl::StatusOr<std::vector<v1::Result>> Results(
+      const std::string& job_id, int64_t after_seq, int limit,
+      v1::Status status = v1::STATUS_UNSPECIFIED, int attempt = 0);
 
  private:
   explicit Store(sqlite3* db) : db_(db) {}

@@ -92,3 +92,31 @@ TEST_F(StoreTest, UnopenablePathIsAnError) {
 
 }  // namespace
 }  // namespace ringmaster
+
+namespace ringmaster {
+namespace {
+
+TEST(StoreQuery, FiltersByStatusAndAttempt) {
+  auto s = Store::Open(":memory:");
+  ASSERT_TRUE(s.ok());
+  std::vector<v1::Result> rows(4);
+  for (int i = 0; i < 4; ++i) {
+    rows[i].set_job_id("j");
+    rows[i].set_attempt(i < 2 ? 1 : 2);
+    rows[i].mutable_case_()->set_seq(i);
+    rows[i].set_status(i % 2 ? v1::FAILED : v1::OK);
+    rows[i].set_idempotency_key("j/" + std::to_string(i));
+  }
+  ASSERT_TRUE((*s)->InsertResults(rows, 0).ok());
+  EXPECT_EQ((*s)->Results("j", -1, 0)->size(), 4u);
+  auto failed = (*s)->Results("j", -1, 0, v1::FAILED);
+  ASSERT_EQ(failed->size(), 2u);
+  EXPECT_EQ((*failed)[0].case_().seq(), 1);
+  auto second = (*s)->Results("j", -1, 0, v1::STATUS_UNSPECIFIED, 2);
+  ASSERT_EQ(second->size(), 2u);
+  EXPECT_EQ((*second)[0].case_().seq(), 2);
+  EXPECT_EQ((*s)->Results("j", -1, 0, v1::OK, 2)->size(), 1u);
+}
+
+}  // namespace
+}  // namespace ringmaster

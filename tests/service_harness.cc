@@ -160,7 +160,6 @@ std::unique_ptr<v1::Coordinator::Stub> ServeProcess::Stub() const {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
   // Distinct channels, so clients do not share one connection.
   args.SetInt("rm.test.channel", rand());
   return v1::Coordinator::NewStub(grpc::CreateCustomChannel(

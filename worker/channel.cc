@@ -31,10 +31,11 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeCoordinatorChannel(
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetMaxReceiveMessageSize(64 << 20);
-  // Reconnect quickly after a coordinator restart.
+  // Reconnect quickly after a coordinator restart. (Not
+  // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: it is also the connect timeout, and
+  // a short one fails first calls on a loaded machine.)
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (tls.ca_file.empty()) {
     creds = grpc::InsecureChannelCredentials();
