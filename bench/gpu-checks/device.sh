@@ -15,30 +15,30 @@ now() { date +%s.%N; }
 left() { pgrep -f ringmaster-worker >/dev/null && echo "WORKERS LEFT: $(pgrep -fa ringmaster-worker)" || echo "no worker left"; }
 
 echo "== 1 verify all dtypes and ops"
-$R run bench/gpu-checks/verify.yaml --np 2 --out /tmp/v > "$out/verify.txt" 2> "$out/verify.err"
+"$R" run bench/gpu-checks/verify.yaml --np 2 --out /tmp/v > "$out/verify.txt" 2> "$out/verify.err"
 echo "exit $? (expect 0)"; tail -3 "$out/verify.txt"
 
 echo "== 2 corrupted element"
-RINGMASTER_FAULT=corrupt:rank=1 $R run bench/gpu-checks/verify.yaml --np 2 --out /tmp/c --quiet > /tmp/c.txt 2> /tmp/c.err
+RINGMASTER_FAULT=corrupt:rank=1 "$R" run bench/gpu-checks/verify.yaml --np 2 --out /tmp/c --quiet > /tmp/c.txt 2> /tmp/c.err
 echo "exit $? (expect 1)"; grep -c "FAILED data_mismatch rank 1" /tmp/c.txt; tail -1 /tmp/c.err
 
 echo "== 3 rank SIGKILLs itself at case 5"
 t0=$(now)
-RINGMASTER_FAULT=crash:rank=1:seq=5 $R run bench/gpu-checks/long.yaml --np 2 --out /tmp/k --quiet > /tmp/k.txt 2> /tmp/k.err
+RINGMASTER_FAULT=crash:rank=1:seq=5 "$R" run bench/gpu-checks/long.yaml --np 2 --out /tmp/k --quiet > /tmp/k.txt 2> /tmp/k.err
 rc=$?; t1=$(now)
 echo "exit $rc (expect 1) after $(python3 -c "print(round($t1 - $t0, 2))") s"; tail -1 /tmp/k.err; left
 
 echo "== 4 rank killed from outside"
-$R run bench/gpu-checks/long.yaml --np 2 --out /tmp/x --quiet > /tmp/x.txt 2> /tmp/x.err &
+"$R" run bench/gpu-checks/long.yaml --np 2 --out /tmp/x --quiet > /tmp/x.txt 2> /tmp/x.err &
 runner=$!
 victim=""
-for i in $(seq 1 300); do
+for _ in $(seq 1 300); do
   for p in $(pgrep -f ringmaster-worker); do
-    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1; then victim=$p; fi
+    if tr '\0' '\n' < /proc/"$p"/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1; then victim="$p"; fi
   done
   [ -n "$victim" ] && break; sleep 0.05
 done
 sleep 3  # in the middle of the sweep
-t0=$(now); kill -9 "$victim"; wait $runner; rc=$?; t1=$(now)
+t0=$(now); kill -9 "$victim"; wait "$runner"; rc=$?; t1=$(now)
 echo "killed pid $victim; exit $rc (expect 1) after $(python3 -c "print(round($t1 - $t0, 2))") s"; tail -1 /tmp/x.err; left
 { echo "== 2"; cat /tmp/c.err; echo "== 3"; cat /tmp/k.err; echo "== 4"; cat /tmp/x.err; } > "$out/faults.err"

@@ -5,15 +5,17 @@
 # Ringmaster, ROUNDS times. Writes gemm-*.jsonl, torch-*.json and
 # gemm-pairs.txt under $1.
 set -uo pipefail
-w=$1; mkdir -p $w
+w="$1"; mkdir -p "$w"
 R=.bundle/bin/ringmaster
 for dt in ${DTYPES:-bfloat16 float16 float32 tf32 fp8_e4m3}; do
-  for i in $(seq 1 ${ROUNDS:-2}); do
-    python3 bench/p2p/torch_gemm.py --dtypes $dt --out $w/torch-$dt-$i.json > $w/torch-$dt-$i.txt 2>&1
-    sed "s/dtypes: \[bfloat16\]/dtypes: [$dt]/" bench/p2p/gemm.yaml > $w/gemm-$dt.yaml
-    $R run $w/gemm-$dt.yaml --np 1 --out $w/rm-gemm --quiet > $w/gemm-$dt-$i.txt 2>&1
-    cat $(ls -td $w/rm-gemm/*/ | head -1)/results.jsonl > $w/gemm-$dt-$i.jsonl
-    python3 - "$w" "$dt" "$i" <<'PY' | tee -a $w/gemm-pairs.txt
+  for i in $(seq 1 "${ROUNDS:-2}"); do
+    python3 bench/p2p/torch_gemm.py --dtypes "$dt" --out "$w"/torch-"$dt"-"$i".json > "$w"/torch-"$dt"-"$i".txt 2>&1
+    sed "s/dtypes: \[bfloat16\]/dtypes: [$dt]/" bench/p2p/gemm.yaml > "$w"/gemm-"$dt".yaml
+    "$R" run "$w"/gemm-"$dt".yaml --np 1 --out "$w"/rm-gemm --quiet > "$w"/gemm-"$dt"-"$i".txt 2>&1
+    # The newest job folder: this round's.
+    latest=$(find "$w"/rm-gemm -mindepth 1 -maxdepth 1 -type d -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2-)
+    cat "$latest"/results.jsonl > "$w"/gemm-"$dt"-"$i".jsonl
+    python3 - "$w" "$dt" "$i" <<'PY' | tee -a "$w"/gemm-pairs.txt
 import json, sys
 w, dt, i = sys.argv[1:]
 t = json.load(open(f"{w}/torch-{dt}-{i}.json")).get(dt, {}).get("tflops", 0)

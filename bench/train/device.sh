@@ -5,26 +5,26 @@
 # $OUT/bench.tgz, console.txt and summary.json.
 set -uo pipefail
 out=${OUT:-/tmp/bench-out}
-w=/tmp/t; rm -rf $w; mkdir -p "$out" $w
+w=/tmp/t; rm -rf "$w"; mkdir -p "$out" "$w"
 export LD_LIBRARY_PATH=$PWD/.bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0
 R=.bundle/bin/ringmaster
 run() {  # name
-  $R run bench/train/plan.yaml --np 2 --timeout 150 --out $w/rm-$1 > $w/$1.txt 2> $w/$1.err
-  echo "$1: exit $?" | tee -a $w/console.txt
-  cat $w/rm-$1/*/results.jsonl > $w/$1.jsonl 2>/dev/null
-  grep -A4 "^# scaling" $w/$1.txt | grep -v "^#ranks" >> $w/console.txt
-  grep -E "FAILED|SKIPPED" $w/$1.txt >> $w/console.txt
+  "$R" run bench/train/plan.yaml --np 2 --timeout 150 --out "$w"/rm-"$1" > "$w"/"$1".txt 2> "$w"/"$1".err
+  echo "$1: exit $?" | tee -a "$w"/console.txt
+  cat "$w"/rm-"$1"/*/results.jsonl > "$w"/"$1".jsonl 2>/dev/null
+  grep -A4 "^# scaling" "$w"/"$1".txt | grep -v "^#ranks" >> "$w"/console.txt
+  grep -E "FAILED|SKIPPED" "$w"/"$1".txt >> "$w"/console.txt
 }
-nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv > $w/machine.txt 2>&1
+nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv > "$w"/machine.txt 2>&1
 run ringmaster
-python3 bench/train/torch_ddp.py --out $w/torch1.json > $w/torch1.txt 2>&1
-echo "torch 1 GPU: exit $?" | tee -a $w/console.txt
-torchrun --standalone --nproc_per_node=2 bench/train/torch_ddp.py --out $w/ddp2.json > $w/ddp2.txt 2>&1
-echo "torch DDP 2 GPUs: exit $?" | tee -a $w/console.txt
+python3 bench/train/torch_ddp.py --out "$w"/torch1.json > "$w"/torch1.txt 2>&1
+echo "torch 1 GPU: exit $?" | tee -a "$w"/console.txt
+torchrun --standalone --nproc_per_node=2 bench/train/torch_ddp.py --out "$w"/ddp2.json > "$w"/ddp2.txt 2>&1
+echo "torch DDP 2 GPUs: exit $?" | tee -a "$w"/console.txt
 run ringmaster2
-python3 bench/train/summarize.py --ringmaster $w/ringmaster.jsonl $w/ringmaster2.jsonl \
-  --torch1 $w/torch1.json --ddp2 $w/ddp2.json --out $w/summary.json | tee -a $w/console.txt
-rm -rf $w/rm-*
-tar -C $w -czf "$out/bench.tgz" .
-cp $w/console.txt $w/summary.json "$out/" 2>/dev/null
+python3 bench/train/summarize.py --ringmaster "$w"/ringmaster.jsonl "$w"/ringmaster2.jsonl \
+  --torch1 "$w"/torch1.json --ddp2 "$w"/ddp2.json --out "$w"/summary.json | tee -a "$w"/console.txt
+rm -rf "$w"/rm-*
+tar -C "$w" -czf "$out/bench.tgz" .
+cp "$w"/console.txt "$w"/summary.json "$out/" 2>/dev/null
