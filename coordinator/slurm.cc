@@ -131,9 +131,9 @@ std::optional<SlurmEnd> ParseScontrolJob(const std::string& output) {
   return end;
 }
 
-absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
-                                         const std::vector<std::string>* env,
-                                         absl::Duration timeout) {
+absl::StatusOr<CommandResult> RunAndCapture(
+    const std::vector<std::string>& argv, const std::vector<std::string>* env,
+    absl::Duration timeout) {
   CommandResult r;
   std::mutex mu;
   auto child = ChildProcess::Spawn(

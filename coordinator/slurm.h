@@ -52,9 +52,9 @@ struct CommandResult {
   int exit_code = -1;
   std::string out, err;
 };
-absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
-                                         const std::vector<std::string>* env,
-                                         absl::Duration timeout);
+absl::StatusOr<CommandResult> RunAndCapture(
+    const std::vector<std::string>& argv, const std::vector<std::string>* env,
+    absl::Duration timeout);
 
 }  // namespace ringmaster
 

@@ -97,14 +97,15 @@ class SlurmHandle : public LaunchHandle {
     last_poll_ = absl::Now();
     auto state = QueueState();
     if (!state || !SlurmStateIsFinal(*state)) return std::nullopt;
-    auto s = RunCommand({"scontrol", "show", "job", "-o", std::to_string(id_)},
-                        Env(), absl::Seconds(30));
+    auto s =
+        RunAndCapture({"scontrol", "show", "job", "-o", std::to_string(id_)},
+                      Env(), absl::Seconds(30));
     std::optional<SlurmEnd> end;
     if (s.ok() && s->exit_code == 0) end = ParseScontrolJob(s->out);
     if (!end) {
-      auto a = RunCommand({"sacct", "-n", "-P", "-X", "-j", std::to_string(id_),
-                           "-o", "State,ExitCode"},
-                          Env(), absl::Seconds(30));
+      auto a = RunAndCapture({"sacct", "-n", "-P", "-X", "-j",
+                              std::to_string(id_), "-o", "State,ExitCode"},
+                             Env(), absl::Seconds(30));
       if (a.ok() && a->exit_code == 0 && !a->out.empty()) {
         std::vector<std::string> f =
             absl::StrSplit(a->out.substr(0, a->out.find('\n')), '|');
@@ -133,14 +134,14 @@ class SlurmHandle : public LaunchHandle {
   int Terminate(absl::Duration grace) override {
     // scancel: Slurm signals the steps (SIGTERM, then SIGKILL after the
     // cluster's KillWait).
-    RunCommand({"scancel", std::to_string(id_)}, Env(), absl::Seconds(30))
+    RunAndCapture({"scancel", std::to_string(id_)}, Env(), absl::Seconds(30))
         .IgnoreError();
     const absl::Time give_up = absl::Now() + grace + absl::Seconds(10);
     while (absl::Now() < give_up && Running())
       absl::SleepFor(absl::Milliseconds(200));
     if (!Running()) return 0;
-    RunCommand({"scancel", "--signal=KILL", "--full", std::to_string(id_)},
-               Env(), absl::Seconds(30))
+    RunAndCapture({"scancel", "--signal=KILL", "--full", std::to_string(id_)},
+                  Env(), absl::Seconds(30))
         .IgnoreError();
     return 1;
   }
@@ -153,8 +154,9 @@ class SlurmHandle : public LaunchHandle {
   // squeue's state of the job: "" when it has left the queue, nullopt when
   // squeue could not answer.
   std::optional<std::string> QueueState() {
-    auto q = RunCommand({"squeue", "-h", "-j", std::to_string(id_), "-o", "%T"},
-                        Env(), absl::Seconds(30));
+    auto q =
+        RunAndCapture({"squeue", "-h", "-j", std::to_string(id_), "-o", "%T"},
+                      Env(), absl::Seconds(30));
     if (!q.ok()) return std::nullopt;
     if (q->exit_code != 0) {
       // "Invalid job id specified": it has left slurmctld's memory.
@@ -285,8 +287,8 @@ absl::StatusOr<std::unique_ptr<JobSupervisor>> JobSupervisor::LaunchSlurm(
                                          ": cannot write the sbatch script");
     }
   }
-  auto submitted = RunCommand({"sbatch", "--parsable", launch.script_path},
-                              &launch.env, absl::Seconds(60));
+  auto submitted = RunAndCapture({"sbatch", "--parsable", launch.script_path},
+                                 &launch.env, absl::Seconds(60));
   if (!submitted.ok()) return submitted.status();
   auto slurm_id = ParseSbatchJobId(submitted->out);
   if (submitted->exit_code != 0 || !slurm_id) {

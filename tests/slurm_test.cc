@@ -159,17 +159,17 @@ TEST(SlurmLaunch, TwoRanksUnderSrunPmixSucceedAndCancelGoesThroughScancel) {
   // Slurm itself says the job is over (squeue no longer runs it).
   bool gone = false;
   while (absl::Now() < cancel_at + absl::Seconds(30) && !gone) {
-    auto sq =
-        RunCommand({"squeue", "-h", "-j", std::to_string(slurm_id), "-o", "%T"},
-                   nullptr, absl::Seconds(10));
+    auto sq = RunAndCapture(
+        {"squeue", "-h", "-j", std::to_string(slurm_id), "-o", "%T"}, nullptr,
+        absl::Seconds(10));
     gone = sq.ok() && (sq->out.empty() || sq->out.rfind("CANCELLED", 0) == 0 ||
                        sq->exit_code != 0);
     if (!gone) absl::SleepFor(absl::Milliseconds(200));
   }
   EXPECT_TRUE(gone);
   auto sc =
-      RunCommand({"scontrol", "show", "job", "-o", std::to_string(slurm_id)},
-                 nullptr, absl::Seconds(10));
+      RunAndCapture({"scontrol", "show", "job", "-o", std::to_string(slurm_id)},
+                    nullptr, absl::Seconds(10));
   ASSERT_TRUE(sc.ok());
   auto end = ParseScontrolJob(sc->out);
   ASSERT_TRUE(end.has_value()) << sc->out << sc->err;
