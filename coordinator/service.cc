@@ -35,6 +35,16 @@ bool AllowedEnvName(const std::string& name, bool allow_faults) {
   return allow_faults && name == "RINGMASTER_FAULT";
 }
 
+// The launcher's environment: the coordinator's own, the job's allowlisted
+// variables, and the job's worker token (never on a command line).
+std::vector<std::string> LaunchEnv(const v1::Job& job) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  for (const auto& [k, v] : job.env()) SetEnvEntry(&env, k, v);
+  SetEnvEntry(&env, "RINGMASTER_TOKEN", job.worker_token());
+  return env;
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> LoadOrCreateAdminToken(const std::string& dir) {
@@ -301,6 +311,7 @@ void CoordinatorService::LaunchQueued() {
     if (!job.ok()) continue;
     WatchLimits limits = LimitsFor(*job);
     std::unique_ptr<JobSupervisor> sup;
+    absl::Status launch_error;
     fs::path dir = fs::path(options_.data_dir) / "jobs" / id;
     std::error_code dir_ec;
     fs::create_directories(dir, dir_ec);
@@ -324,23 +335,12 @@ void CoordinatorService::LaunchQueued() {
       spec.extra_sbatch = options_.slurm_args;
       launch.script_path =
           (dir / absl::StrFormat("attempt-%d.sbatch", job->attempt())).string();
-      for (char** e = environ; *e; ++e) launch.env.emplace_back(*e);
-      for (const auto& [k, v] : job->env()) SetEnvEntry(&launch.env, k, v);
-      SetEnvEntry(&launch.env, "RINGMASTER_TOKEN", job->worker_token());
+      launch.env = LaunchEnv(*job);
       launch.poll_interval_s = options_.slurm_poll_s;
       auto launched =
           JobSupervisor::LaunchSlurm(manager_.get(), id, launch, limits);
-      if (!launched.ok()) {
-        v1::Failure f;
-        f.set_reason(v1::WORKER_EXIT);
-        f.set_rank(-1);
-        f.set_detail("launch failed: " +
-                     std::string(launched.status().message()));
-        manager_->Finish(id, v1::JOB_FAILED, f);
-        spdlog::error("job {}: {}", id, f.detail());
-        continue;
-      }
-      sup = std::move(*launched);
+      if (launched.ok()) sup = std::move(*launched);
+      launch_error = launched.status();
     } else {
       MpirunLaunch launch;
       launch.mpirun = options_.mpirun;
@@ -349,24 +349,22 @@ void CoordinatorService::LaunchQueued() {
       launch.worker = options_.worker;
       launch.address = options_.worker_address;
       launch.backend = job->backend().empty() ? "auto" : job->backend();
-      for (char** e = environ; *e; ++e) launch.env.emplace_back(*e);
-      for (const auto& [k, v] : job->env()) SetEnvEntry(&launch.env, k, v);
-      SetEnvEntry(&launch.env, "RINGMASTER_TOKEN", job->worker_token());
+      launch.env = LaunchEnv(*job);
       launch.log_path =
           (dir / absl::StrFormat("attempt-%d.log", job->attempt())).string();
       auto launched =
           JobSupervisor::LaunchMpirun(manager_.get(), id, launch, limits);
-      if (!launched.ok()) {
-        v1::Failure f;
-        f.set_reason(v1::WORKER_EXIT);
-        f.set_rank(-1);
-        f.set_detail("launch failed: " +
-                     std::string(launched.status().message()));
-        manager_->Finish(id, v1::JOB_FAILED, f);
-        spdlog::error("job {}: {}", id, f.detail());
-        continue;
-      }
-      sup = std::move(*launched);
+      if (launched.ok()) sup = std::move(*launched);
+      launch_error = launched.status();
+    }
+    if (!launch_error.ok()) {
+      v1::Failure f;
+      f.set_reason(v1::WORKER_EXIT);
+      f.set_rank(-1);
+      f.set_detail("launch failed: " + std::string(launch_error.message()));
+      manager_->Finish(id, v1::JOB_FAILED, f);
+      spdlog::error("job {}: {}", id, f.detail());
+      continue;
     }
     spdlog::info("job {} attempt {} launched ({})", id, job->attempt(),
                  options_.launcher);
