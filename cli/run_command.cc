@@ -507,6 +507,9 @@ int RunCommand(const RunOptions& options,
   if (std::string matrices = RenderBenchMatrices(all); !matrices.empty()) {
     std::cout << "\n" << matrices;
   }
+  if (std::string nodes = RenderNodeSummary(all); !nodes.empty()) {
+    std::cout << "\n" << nodes;
+  }
   if (std::string scaling = RenderTrainScaling(all); !scaling.empty()) {
     std::cout << "\n" << scaling;
   }

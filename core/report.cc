@@ -453,6 +453,106 @@ std::string BenchLabel(const v1::Case& c) {
   return absl::StrJoin(parts, " ");
 }
 
+namespace {
+
+// Groups of inter-host pair results: title -> host -> bandwidths.
+std::map<std::string, std::map<std::string, std::vector<double>>>
+InterHostPairs(const std::vector<v1::Result>& results,
+               std::vector<std::string>* order) {
+  std::map<std::string, std::map<std::string, std::vector<double>>> groups;
+  for (const auto& r : results) {
+    const v1::Case& c = r.case_();
+    if (r.status() != v1::OK || c.pattern() != v1::PAIR ||
+        r.bandwidth_gbps() <= 0 || c.src_rank() < 0 || c.dst_rank() < 0)
+      continue;
+    const auto& hosts = r.provenance().hosts();
+    if (c.src_rank() >= hosts.size() || c.dst_rank() >= hosts.size()) continue;
+    const std::string& a = hosts[c.src_rank()];
+    const std::string& b = hosts[c.dst_rank()];
+    if (a == b) continue;  // within a node: not about the node's links
+    std::string title =
+        absl::StrFormat("%s: %s, %s", c.spec_name(), BenchLabel(c),
+                        FormatBytes(c.size_bytes()));
+    if (!c.variant().empty()) title += ", variant " + c.variant();
+    if (!groups.count(title) && order) order->push_back(title);
+    groups[title][a].push_back(r.bandwidth_gbps());
+    groups[title][b].push_back(r.bandwidth_gbps());
+  }
+  return groups;
+}
+
+double MedianOf(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::vector<NodeVerdict> VerdictsOf(
+    const std::map<std::string, std::vector<double>>& by_host,
+    double slow_ratio) {
+  std::vector<NodeVerdict> out;
+  for (const auto& [host, bw] : by_host) {
+    NodeVerdict v;
+    v.host = host;
+    v.pairs = static_cast<int>(bw.size());
+    v.median_gbps = MedianOf(bw);
+    v.min_gbps = *std::min_element(bw.begin(), bw.end());
+    out.push_back(v);
+  }
+  for (auto& v : out) {
+    std::vector<double> others;
+    for (const auto& o : out) {
+      if (o.host != v.host) others.push_back(o.median_gbps);
+    }
+    const double ref = MedianOf(others);
+    v.ratio = ref > 0 ? v.median_gbps / ref : 1;
+    v.slow = out.size() > 1 && v.ratio < slow_ratio;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<NodeVerdict> NodeVerdicts(const std::vector<v1::Result>& results,
+                                      const std::string& group,
+                                      double slow_ratio) {
+  auto groups = InterHostPairs(results, nullptr);
+  auto it = groups.find(group);
+  if (it == groups.end()) return {};
+  return VerdictsOf(it->second, slow_ratio);
+}
+
+std::string RenderNodeSummary(const std::vector<v1::Result>& results,
+                              double slow_ratio) {
+  std::vector<std::string> order;
+  auto groups = InterHostPairs(results, &order);
+  std::string out;
+  for (const auto& title : order) {
+    if (groups[title].size() < 2) continue;
+    std::vector<NodeVerdict> verdicts = VerdictsOf(groups[title], slow_ratio);
+    out += absl::StrFormat(
+        "# per node: %s (GB/s over the inter-node pairs a node takes part "
+        "in)\n",
+        title);
+    out += absl::StrFormat("#%-23s %6s %9s %9s %10s\n", "node", "pairs",
+                           "median", "min", "vs others");
+    std::vector<std::string> slow;
+    for (const auto& v : verdicts) {
+      out += absl::StrFormat(" %-23s %6d %9.4g %9.4g %10.2f%s\n", v.host,
+                             v.pairs, v.median_gbps, v.min_gbps, v.ratio,
+                             v.slow ? "  <- slow" : "");
+      if (v.slow) {
+        slow.push_back(absl::StrFormat("%s (%.2fx the other nodes' median)",
+                                       v.host, v.ratio));
+      }
+    }
+    out += slow.empty() ? "# slow nodes: none\n"
+                        : "# slow node(s): " + absl::StrJoin(slow, ", ") + "\n";
+  }
+  return out;
+}
+
 std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
   struct Matrix {
     std::string title;

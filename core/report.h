@@ -109,6 +109,24 @@ std::string RenderBenchMatrices(const std::vector<v1::Result>& results);
 // (compute + exposed + skew) / step. Empty when there are none.
 std::string RenderTrainScaling(const std::vector<v1::Result>& results);
 
+// Per node (host) summaries of point-to-point pair results across hosts:
+// for each host the median bandwidth of the inter-host pairs it takes part
+// in, against the median of the other hosts' medians; a host below
+// `slow_ratio` of that is named slow. Empty without inter-host pairs.
+struct NodeVerdict {
+  std::string host;
+  int pairs = 0;
+  double median_gbps = 0;
+  double min_gbps = 0;
+  double ratio = 1;  // median / the other hosts' median
+  bool slow = false;
+};
+std::vector<NodeVerdict> NodeVerdicts(const std::vector<v1::Result>& results,
+                                      const std::string& group,
+                                      double slow_ratio = 0.5);
+std::string RenderNodeSummary(const std::vector<v1::Result>& results,
+                              double slow_ratio = 0.5);
+
 // One-line description of a node benchmark case's configuration, e.g.
 // "p2p ce write uni pairs" or "gemm bfloat16 8192x8192x8192".
 std::string BenchLabel(const v1::Case& c);

@@ -258,3 +258,58 @@ TEST(CsvReporter, NodeBenchRowsHaveTheHeadersColumns) {
 
 }  // namespace
 }  // namespace ringmaster
+
+namespace ringmaster {
+namespace {
+
+// 4 nodes x 2 ranks; every pair touching node3 runs at a tenth of the rest.
+std::vector<v1::Result> PairsWithASlowNode() {
+  std::vector<v1::Result> out;
+  const std::vector<std::string> hosts = {"node1", "node1", "node2", "node2",
+                                          "node3", "node3", "node4", "node4"};
+  for (int s = 0; s < 8; ++s) {
+    for (int d = 0; d < 8; ++d) {
+      if (s == d) continue;
+      v1::Result r;
+      r.set_status(v1::OK);
+      r.set_nranks(8);
+      v1::Case* c = r.mutable_case_();
+      c->set_spec_name("p2p_pairs");
+      c->set_bench(v1::BENCH_P2P);
+      c->set_pattern(v1::PAIR);
+      c->set_size_bytes(1 << 20);
+      c->set_src_rank(s);
+      c->set_dst_rank(d);
+      for (const auto& h : hosts) r.mutable_provenance()->add_hosts(h);
+      const bool slow = hosts[s] == "node3" || hosts[d] == "node3";
+      r.set_bandwidth_gbps((slow ? 0.025 : 0.27) + 0.001 * ((s + d) % 3));
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
+TEST(NodeSummary, NamesTheSlowNodeFromInterNodePairs) {
+  auto results = PairsWithASlowNode();
+  std::string text = RenderNodeSummary(results);
+  EXPECT_NE(text.find("# slow node(s): node3 ("), std::string::npos) << text;
+  EXPECT_EQ(text.find("node1 (0"), std::string::npos) << text;
+  // Pairs within a node do not count: node1's 24 inter-node pairs.
+  size_t pos = text.find(" node1 ");
+  ASSERT_NE(pos, std::string::npos);
+  EXPECT_NE(text.substr(pos, 40).find(" 24 "), std::string::npos) << text;
+}
+
+TEST(NodeSummary, EvenNodesHaveNoVerdictAndOneHostNoSummary) {
+  auto results = PairsWithASlowNode();
+  for (auto& r : results) r.set_bandwidth_gbps(0.27);
+  EXPECT_NE(RenderNodeSummary(results).find("# slow nodes: none"),
+            std::string::npos);
+  for (auto& r : results) {
+    for (auto& h : *r.mutable_provenance()->mutable_hosts()) h = "vm";
+  }
+  EXPECT_EQ(RenderNodeSummary(results), "");
+}
+
+}  // namespace
+}  // namespace ringmaster
