@@ -1,8 +1,9 @@
 // Jobs and their ranks: the coordinator's logic, independent of gRPC.
 //
-// The gRPC service (service.h) is a thin adapter over this class; the
-// embedded coordinator of `ringmaster run` drives it directly and reads its
-// event queue. Thread-safe. (std::mutex rather than absl::Mutex: Debian's
+// The gRPC server (server.h) is a thin adapter over this class; the
+// embedded coordinator of `ringmaster run` reads its event queue for the
+// console, `ringmaster serve` (service.h) schedules its jobs, and both
+// follow a job through a JobSupervisor (supervisor.h). Thread-safe. (std::mutex rather than absl::Mutex: Debian's
 // Abseil is not built for ThreadSanitizer, which then cannot see its locks.)
 #ifndef RINGMASTER_COORDINATOR_JOB_MANAGER_H_
 #define RINGMASTER_COORDINATOR_JOB_MANAGER_H_
