@@ -39,10 +39,6 @@ std::string SelfDir() {
   return ec ? std::string(".") : exe.parent_path().string();
 }
 
-void Error(const std::string& message) {
-  std::cerr << "ringmaster: error: " << message << "\n";
-}
-
 struct Probe {
   int gpus = 0;
   bool cuda_backend = false;
@@ -51,30 +47,15 @@ struct Probe {
 // Asks the worker binary what this machine has (the CLI itself links no
 // CUDA).
 absl::StatusOr<Probe> ProbeMachine(const std::string& worker) {
-  std::mutex mu;
-  std::string out;
-  auto child = ChildProcess::Spawn({worker, "probe"},
-                                   [&](std::string_view line, bool err) {
-                                     std::lock_guard<std::mutex> lock(mu);
-                                     if (!err)
-                                       out.append(line.data(), line.size());
-                                   });
-  if (!child.ok()) return child.status();
-  absl::Time deadline = absl::Now() + absl::Seconds(60);
-  std::optional<int> status;
-  while (!(status = (*child)->Poll()) && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
+  auto probe = RunAndCapture({worker, "probe"}, nullptr, absl::Seconds(60));
+  if (!probe.ok()) return probe.status();
+  if (probe->exit_code != 0) {
+    return absl::InternalError(
+        absl::StrFormat("ringmaster-worker probe failed (exit code %d): %s",
+                        probe->exit_code, probe->err));
   }
-  if (!status)
-    return absl::DeadlineExceededError("ringmaster-worker probe timed out");
-  (*child)->JoinReaders();
-  if (*status != 0) {
-    return absl::InternalError("ringmaster-worker probe failed: " +
-                               DescribeWaitStatus(*status));
-  }
-  std::lock_guard<std::mutex> lock(mu);
   try {
-    auto j = nlohmann::json::parse(out);
+    auto j = nlohmann::json::parse(probe->out);
     Probe p;
     p.gpus = j.value("gpus", 0);
     p.cuda_backend = j.value("cuda_backend", false);
@@ -294,6 +275,10 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases,
 }
 
 }  // namespace
+
+void Error(const std::string& message) {
+  std::cerr << "ringmaster: error: " << message << "\n";
+}
 
 std::string DefaultWorkerPath() { return SelfDir() + "/ringmaster-worker"; }
 

@@ -40,6 +40,9 @@ int RunCommand(const RunOptions& options,
 // Validates a plan and prints its expansion summary; exit code as above.
 int ValidateCommand(const std::string& plan_path);
 
+// Prints "ringmaster: error: MESSAGE" on stderr.
+void Error(const std::string& message);
+
 // ringmaster-worker next to this binary.
 std::string DefaultWorkerPath();
 

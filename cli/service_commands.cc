@@ -30,10 +30,6 @@ extern char** environ;
 namespace ringmaster {
 namespace {
 
-void Error(const std::string& message) {
-  std::cerr << "ringmaster: error: " << message << "\n";
-}
-
 std::string StateName(v1::JobState s) {
   std::string name = v1::JobState_Name(s);
   return name.rfind("JOB_", 0) == 0 ? name.substr(4) : name;
@@ -164,13 +160,8 @@ nlohmann::json JobJson(const v1::Job& j) {
 
 std::string FailureLine(const v1::Job& j) {
   if (j.state() != v1::JOB_FAILED && j.state() != v1::JOB_CANCELLED) return "";
-  const v1::Failure& f = j.failure();
-  if (j.state() == v1::JOB_CANCELLED) return f.detail();
-  return absl::StrFormat(
-      "%s%s%s%s", FailureReasonName(f.reason()),
-      f.rank() >= 0 ? absl::StrFormat(" rank %d", f.rank()) : "",
-      f.host().empty() ? "" : " on " + f.host(),
-      f.detail().empty() ? "" : ": " + f.detail());
+  if (j.state() == v1::JOB_CANCELLED) return j.failure().detail();
+  return DescribeFailure(j.failure());
 }
 
 }  // namespace

@@ -191,43 +191,25 @@ std::optional<int> ChildProcess::Poll() {
 }
 
 int ChildProcess::TerminateSession(absl::Duration grace) {
-  auto wait_until = [this](absl::Time deadline, bool whole_session) {
-    while (absl::Now() < deadline) {
-      Poll();
-      if (status_ && (!whole_session || ProcessesInSession(pid_).empty()))
-        return true;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return false;
-  };
-  // SIGCONT after SIGTERM: a stopped process (SIGSTOP) only acts on its
-  // SIGTERM once it runs again.
-  auto resume_all = [this] {
-    for (pid_t p : ProcessesInSession(pid_)) kill(p, SIGCONT);
-  };
   // The launcher first: mpirun tears its ranks down itself and may crash
-  // when its ranks are signalled under it.
+  // when its ranks are signalled under it. SIGCONT after SIGTERM: a
+  // stopped process (SIGSTOP) only acts on its SIGTERM once it runs again.
   if (!Poll()) {
     kill(pid_, SIGTERM);
-    resume_all();
-    wait_until(absl::Now() + grace, /*whole_session=*/true);
+    for (pid_t p : ProcessesInSession(pid_)) kill(p, SIGCONT);
+    const absl::Time deadline = absl::Now() + grace;
+    while (absl::Now() < deadline &&
+           !(Poll() && ProcessesInSession(pid_).empty())) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
   }
-  if (!ProcessesInSession(pid_).empty()) {
-    for (pid_t p : ProcessesInSession(pid_)) kill(p, SIGTERM);
-    resume_all();
-    if (wait_until(absl::Now() + grace / 2, /*whole_session=*/true)) return 0;
-  }
-  int killed = 0;
-  for (pid_t p : ProcessesInSession(pid_)) {
-    if (kill(p, SIGKILL) == 0) ++killed;
-  }
+  // Then whatever is left of its session, the same way as an orphan's.
+  const int killed = ProcessesInSession(pid_).empty()
+                         ? 0
+                         : TerminateSessionOf(pid_, grace / 2);
   if (!status_) {
     int status = 0;
     if (waitpid(pid_, &status, 0) == pid_) status_ = status;
-  }
-  // Give the kernel a moment to reap what SIGKILL hit.
-  for (int i = 0; i < 50 && !ProcessesInSession(pid_).empty(); ++i) {
-    absl::SleepFor(absl::Milliseconds(20));
   }
   return killed;
 }
@@ -266,6 +248,33 @@ ChildProcess::~ChildProcess() {
   if (!Poll() || !ProcessesInSession(pid_).empty())
     TerminateSession(absl::Seconds(1));
   JoinReaders();
+}
+
+absl::StatusOr<CommandResult> RunAndCapture(
+    const std::vector<std::string>& argv, const std::vector<std::string>* env,
+    absl::Duration timeout) {
+  CommandResult r;
+  std::mutex mu;
+  auto child = ChildProcess::Spawn(
+      argv,
+      [&](std::string_view line, bool is_err) {
+        std::lock_guard<std::mutex> lock(mu);
+        (is_err ? r.err : r.out).append(line.data(), line.size()).append("\n");
+      },
+      env);
+  if (!child.ok()) return child.status();
+  absl::Time give_up = absl::Now() + timeout;
+  std::optional<int> status;
+  while (!(status = (*child)->Poll())) {
+    if (absl::Now() > give_up) {
+      (*child)->TerminateSession(absl::Seconds(1));
+      return absl::DeadlineExceededError(argv[0] + " did not finish in time");
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  (*child)->JoinReaders();
+  r.exit_code = WIFEXITED(*status) ? WEXITSTATUS(*status) : 128;
+  return r;
 }
 
 }  // namespace ringmaster

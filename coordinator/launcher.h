@@ -45,6 +45,16 @@ std::vector<std::string> ForwardedEnvNames(const std::vector<std::string>& env);
 void SetEnvEntry(std::vector<std::string>* env, const std::string& name,
                  const std::string& value);
 
+// Runs a command (argv, no shell) with an environment; returns its exit
+// status and stdout. Waits at most `timeout`.
+struct CommandResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+absl::StatusOr<CommandResult> RunAndCapture(
+    const std::vector<std::string>& argv, const std::vector<std::string>* env,
+    absl::Duration timeout);
+
 // A rank failure as mpirun reports it.
 struct RankFailure {
   int rank = -1;

@@ -1,9 +1,7 @@
 #include "coordinator/slurm.h"
 
-#include <sys/wait.h>
 
 #include <cmath>
-#include <mutex>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
@@ -129,33 +127,6 @@ std::optional<SlurmEnd> ParseScontrolJob(const std::string& output) {
   }
   if (!found) return std::nullopt;
   return end;
-}
-
-absl::StatusOr<CommandResult> RunAndCapture(
-    const std::vector<std::string>& argv, const std::vector<std::string>* env,
-    absl::Duration timeout) {
-  CommandResult r;
-  std::mutex mu;
-  auto child = ChildProcess::Spawn(
-      argv,
-      [&](std::string_view line, bool is_err) {
-        std::lock_guard<std::mutex> lock(mu);
-        (is_err ? r.err : r.out).append(line.data(), line.size()).append("\n");
-      },
-      env);
-  if (!child.ok()) return child.status();
-  absl::Time give_up = absl::Now() + timeout;
-  std::optional<int> status;
-  while (!(status = (*child)->Poll())) {
-    if (absl::Now() > give_up) {
-      (*child)->TerminateSession(absl::Seconds(1));
-      return absl::DeadlineExceededError(argv[0] + " did not finish in time");
-    }
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  (*child)->JoinReaders();
-  r.exit_code = WIFEXITED(*status) ? WEXITSTATUS(*status) : 128;
-  return r;
 }
 
 }  // namespace ringmaster

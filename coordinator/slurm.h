@@ -46,16 +46,6 @@ struct SlurmEnd {
 };
 std::optional<SlurmEnd> ParseScontrolJob(const std::string& output);
 
-// Runs a command (argv, no shell) with an environment; returns its exit
-// status and stdout. Waits at most `timeout`.
-struct CommandResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-absl::StatusOr<CommandResult> RunAndCapture(
-    const std::vector<std::string>& argv, const std::vector<std::string>* env,
-    absl::Duration timeout);
-
 }  // namespace ringmaster
 
 #endif  // RINGMASTER_COORDINATOR_SLURM_H_

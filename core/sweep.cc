@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/names.h"
+#include "core/status_macros.h"
 
 namespace ringmaster {
 
@@ -62,6 +63,22 @@ std::vector<std::pair<int, int>> PatternRanks(v1::TransferPattern pattern,
 
 // Expands a node benchmark: method, direction, traffic, pattern, memory,
 // latency path, dtype and shape or size, then the ranks of the pattern.
+// The next case of `spec` (its seq and spec name set), or an error once
+// the plan has expanded to `max_cases`.
+absl::StatusOr<v1::Case> NextCase(const v1::Plan& plan,
+                                  const v1::CaseSpec& spec, size_t so_far,
+                                  int64_t max_cases) {
+  if (static_cast<int64_t>(so_far) >= max_cases) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: the plan expands to more than %d cases",
+                        plan.source_path(), max_cases));
+  }
+  v1::Case c;
+  c.set_seq(static_cast<int64_t>(so_far));
+  c.set_spec_name(spec.name());
+  return c;
+}
+
 absl::Status ExpandBench(const v1::Plan& plan, const v1::CaseSpec& spec,
                          int nranks, int64_t max_cases,
                          std::vector<v1::Case>* cases) {
@@ -100,14 +117,9 @@ absl::Status ExpandBench(const v1::Plan& plan, const v1::CaseSpec& spec,
                   if (spec.bench() == v1::BENCH_LATENCY && path == v1::HOST)
                     p = v1::ONE_RANK;
                   for (auto [src, dst] : PatternRanks(p, nranks)) {
-                    if (static_cast<int64_t>(cases->size()) >= max_cases) {
-                      return absl::InvalidArgumentError(absl::StrFormat(
-                          "%s: the plan expands to more than %d cases",
-                          plan.source_path(), max_cases));
-                    }
-                    v1::Case c;
-                    c.set_seq(static_cast<int64_t>(cases->size()));
-                    c.set_spec_name(spec.name());
+                    RM_ASSIGN_OR_RETURN(
+                        v1::Case c,
+                        NextCase(plan, spec, cases->size(), max_cases));
                     c.set_bench(spec.bench());
                     c.set_method(method);
                     c.set_direction(dir);
@@ -168,14 +180,8 @@ absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan,
                 // Inference has no reduction: one case, whatever `overlap`
                 // says.
                 if (inference && overlap != overlaps.front()) continue;
-                if (static_cast<int64_t>(cases.size()) >= max_cases) {
-                  return absl::InvalidArgumentError(absl::StrFormat(
-                      "%s: the plan expands to more than %d cases",
-                      plan.source_path(), max_cases));
-                }
-                v1::Case c;
-                c.set_seq(static_cast<int64_t>(cases.size()));
-                c.set_spec_name(spec.name());
+                RM_ASSIGN_OR_RETURN(
+                    v1::Case c, NextCase(plan, spec, cases.size(), max_cases));
                 c.set_bench(v1::BENCH_TRAIN);
                 c.set_nranks(n);
                 c.set_dtype(static_cast<v1::DataType>(dt));
@@ -220,14 +226,8 @@ absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan,
               int64_t count = elem > 0 ? size / elem : 0;
               if (count == 0) continue;
               for (bool in_place : placements) {
-                if (static_cast<int64_t>(cases.size()) >= max_cases) {
-                  return absl::InvalidArgumentError(absl::StrFormat(
-                      "%s: the plan expands to more than %d cases",
-                      plan.source_path(), max_cases));
-                }
-                v1::Case c;
-                c.set_seq(static_cast<int64_t>(cases.size()));
-                c.set_spec_name(spec.name());
+                RM_ASSIGN_OR_RETURN(
+                    v1::Case c, NextCase(plan, spec, cases.size(), max_cases));
                 c.set_collective(spec.collective());
                 c.set_dtype(dtype);
                 c.set_op(op);

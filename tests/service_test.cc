@@ -1208,10 +1208,7 @@ TEST(S4_plan_limits, EveryBadPlanRejectedWithTheField) {
 namespace ringmaster {
 namespace {
 
-struct Cli {
-  int exit_code = -1;
-  std::string out, err;
-};
+using Cli = CommandResult;
 
 std::vector<std::string> CliArgv(const ServeProcess& serve,
                                  const std::string& token_file,
@@ -1226,20 +1223,9 @@ std::vector<std::string> CliArgv(const ServeProcess& serve,
 
 Cli RunCli(const ServeProcess& serve, const std::string& token_file,
            std::vector<std::string> args) {
-  Cli c;
-  std::mutex mu;
-  auto child = ChildProcess::Spawn(
-      CliArgv(serve, token_file, std::move(args)),
-      [&](std::string_view line, bool is_err) {
-        std::lock_guard<std::mutex> lock(mu);
-        (is_err ? c.err : c.out).append(line.data(), line.size()).append("\n");
-      });
-  if (!child.ok()) return c;
-  std::optional<int> status;
-  while (!(status = (*child)->Poll())) absl::SleepFor(absl::Milliseconds(10));
-  (*child)->JoinReaders();
-  c.exit_code = WIFEXITED(*status) ? WEXITSTATUS(*status) : 128;
-  return c;
+  auto r = RunAndCapture(CliArgv(serve, token_file, std::move(args)), nullptr,
+                         absl::Seconds(120));
+  return r.ok() ? *r : Cli();
 }
 
 std::string LastLine(const std::string& text) {
