@@ -111,16 +111,18 @@ int main(int argc, char** argv) {
   serve
       ->add_option("--launcher", so.launcher,
                    "mpirun; slurm (sbatch + srun --mpi=pmix, followed with "
-                   "squeue, cancelled with scancel); or external (ranks "
+                   "squeue, cancelled with scancel); k8s (manifests applied "
+                   "with kubectl, deleted on cancel); or external (ranks "
                    "started by other means register with the job's worker "
                    "token)")
-      ->check(CLI::IsMember({"mpirun", "slurm", "external"}))
+      ->check(CLI::IsMember({"mpirun", "slurm", "k8s", "external"}))
       ->capture_default_str();
   serve->add_option("--slurm-partition", so.slurm_partition,
                     "Slurm partition (default: the cluster's)");
   serve
       ->add_option("--slurm-ranks-per-node", so.slurm_ranks_per_node,
-                   "Ranks per node under Slurm (default: all on one node)")
+                   "Ranks per node under Slurm (default: the plan's "
+                   "ranks_per_node, else all on one node)")
       ->check(CLI::Range(1, 4096));
   serve
       ->add_option("--slurm-gpus-per-node", so.slurm_gpus_per_node,
@@ -128,6 +130,35 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 64));
   serve->add_option("--slurm-arg", so.slurm_args,
                     "Extra sbatch option, e.g. --account=x (repeatable)");
+  serve
+      ->add_option("--k8s-style", so.k8s_style,
+                   "job (Indexed Job + headless Service, ranks bootstrap "
+                   "through the coordinator) or mpijob (kubeflow MPIJob)")
+      ->check(CLI::IsMember({"job", "mpijob"}))
+      ->capture_default_str();
+  serve->add_option("--k8s-image", so.k8s_image,
+                    "Worker image (--launcher k8s)");
+  serve->add_option("--k8s-namespace", so.k8s_namespace,
+                    "Namespace (default: kubectl's)");
+  serve
+      ->add_option("--k8s-ranks-per-pod", so.k8s_ranks_per_pod,
+                   "Ranks per worker pod, one per GPU (default: the plan's "
+                   "ranks_per_node, else 1)")
+      ->check(CLI::Range(1, 4096));
+  serve
+      ->add_option("--k8s-gpus-per-pod", so.k8s_gpus_per_pod,
+                   "nvidia.com/gpu limit per worker pod")
+      ->check(CLI::Range(0, 64));
+  serve->add_option("--k8s-tls-ca-secret", so.k8s_tls_ca_secret,
+                    "Secret with this coordinator's CA (key ca.crt) for the "
+                    "pods");
+  serve->add_option("--kubectl", so.kubectl, "kubectl executable")
+      ->capture_default_str();
+  serve
+      ->add_option("--k8s-poll", so.k8s_poll_s,
+                   "Seconds between kubectl get calls while a job runs")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   serve->add_option("--mpirun", so.mpirun, "mpirun executable")
       ->capture_default_str();
   serve->add_option("--hostfile", so.hostfile, "mpirun hostfile")
@@ -249,8 +280,10 @@ int main(int argc, char** argv) {
   launch_spec->add_option("plan", spec_opts.plan_path, "Plan file (YAML)")
       ->required();
   launch_spec
-      ->add_option("--launcher", spec_opts.launcher,
-                   "slurm (sbatch script) or k8s-mpijob (kubeflow MPIJob)")
+      ->add_option(
+          "--launcher", spec_opts.launcher,
+          "slurm (sbatch script), k8s-mpijob (kubeflow MPIJob) or k8s-job "
+          "(Indexed Job + headless Service, coordinator bootstrap)")
       ->check(CLI::IsMember({"slurm", "k8s-mpijob", "k8s-job"}))
       ->capture_default_str();
   launch_spec
@@ -281,13 +314,17 @@ int main(int argc, char** argv) {
   launch_spec->add_option("--output", spec_opts.output, "Slurm output file")
       ->capture_default_str();
   launch_spec->add_option("--image", spec_opts.image,
-                          "Worker image (k8s-mpijob)");
+                          "Worker image (k8s-mpijob, k8s-job)");
   launch_spec->add_option("--namespace", spec_opts.namespace_,
-                          "Kubernetes namespace (k8s-mpijob)");
+                          "Kubernetes namespace (k8s-mpijob, k8s-job)");
+  launch_spec->add_option(
+      "--tls-ca-secret", spec_opts.tls_ca_secret,
+      "Secret with the coordinator's CA under key \"ca.crt\", "
+      "mounted in every container (k8s-mpijob, k8s-job)");
   launch_spec
       ->add_option("--token-secret", spec_opts.token_secret,
                    "Secret with the job's worker token under key "
-                   "\"token\" (k8s-mpijob)")
+                   "\"token\" (k8s-mpijob, k8s-job)")
       ->capture_default_str();
 
   try {

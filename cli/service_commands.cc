@@ -530,27 +530,7 @@ int CancelCommand(const ClientOptions& o, const std::string& job_id) {
   return j.state() == v1::JOB_CANCELLED ? kExitOk : kExitJobFailed;
 }
 
-// A DNS-1123 label from free text: lowercase, [a-z0-9-], at most 63.
-std::string DnsLabel(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    out += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
-  }
-  while (!out.empty() && out.front() == '-') out.erase(out.begin());
-  if (out.size() > 63) out.resize(63);
-  while (!out.empty() && out.back() == '-') out.pop_back();
-  return out.empty() ? "ringmaster" : out;
-}
-
 int LaunchSpecCommand(const LaunchSpecOptions& o) {
-  if (o.launcher == "k8s-job") {
-    Error(
-        "launch-spec --launcher k8s-job: the Indexed-Job style needs the "
-        "coordinator-bootstrap worker mode, which is not built yet; use "
-        "k8s-mpijob");
-    return kExitUsage;
-  }
   auto plan = LoadPlanFile(o.plan_path);
   if (!plan.ok()) {
     Error(std::string(plan.status().message()));
@@ -562,29 +542,28 @@ int LaunchSpecCommand(const LaunchSpecOptions& o) {
     Error(std::string(cases.status().message()));
     return kExitUsage;
   }
-  if (o.launcher == "k8s-mpijob") {
+  if (o.launcher == "k8s-mpijob" || o.launcher == "k8s-job") {
     K8sSpec k;
     k.name =
         DnsLabel("ringmaster-" + (o.job_id.empty() ? plan->name() : o.job_id));
     k.namespace_ = o.namespace_;
     k.image = o.image;
     k.nranks = np;
-    k.ranks_per_pod = o.ranks_per_node > 0 ? o.ranks_per_node : np;
+    k.ranks_per_pod = o.ranks_per_node > 0         ? o.ranks_per_node
+                      : plan->ranks_per_node() > 0 ? plan->ranks_per_node()
+                                                   : np;
     k.gpus_per_pod = o.gpus_per_node;
     k.coordinator = o.coordinator;
     k.job_id = o.job_id;
     k.backend = o.backend;
     k.token_secret = o.token_secret;
+    k.tls_ca_secret = o.tls_ca_secret;
     k.deadline_s = DefaultDeadlineSeconds(*cases) + 60;
     // Every NCCL_* variable here reaches every container (NCCL_NVLS_ENABLE
     // included).
-    for (char** e = environ; *e; ++e) {
-      std::string kv = *e;
-      auto eq = kv.find('=');
-      if (kv.rfind("NCCL_", 0) == 0 && eq != std::string::npos)
-        k.nccl_env[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
-    auto manifest = BuildMpiJobManifest(k);
+    k.nccl_env = NcclEnvironment();
+    auto manifest = o.launcher == "k8s-job" ? BuildIndexedJobManifest(k)
+                                            : BuildMpiJobManifest(k);
     if (!manifest.ok()) {
       Error(std::string(manifest.status().message()));
       return kExitUsage;
@@ -595,7 +574,8 @@ int LaunchSpecCommand(const LaunchSpecOptions& o) {
   SlurmSpec spec;
   spec.job_name = "ringmaster-" + plan->name();
   spec.nranks = np;
-  spec.ranks_per_node = o.ranks_per_node;
+  spec.ranks_per_node =
+      o.ranks_per_node > 0 ? o.ranks_per_node : plan->ranks_per_node();
   spec.gpus_per_node = o.gpus_per_node;
   spec.partition = o.partition;
   spec.time_limit_s = DefaultDeadlineSeconds(*cases) + 60;

@@ -63,10 +63,11 @@ struct LaunchSpecOptions {
   std::string worker;       // default: ringmaster-worker next to this binary
   std::string backend = "auto";
   std::string output = "ringmaster-%j.out";
-  // Kubernetes (k8s-mpijob).
+  // Kubernetes (k8s-mpijob, k8s-job).
   std::string image;
   std::string namespace_;
   std::string token_secret = "ringmaster-worker-token";
+  std::string tls_ca_secret;  // the coordinator's CA, key ca.crt
 };
 // Prints what a launcher would submit for a plan (an sbatch script), for
 // users who submit by hand.

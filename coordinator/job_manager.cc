@@ -187,8 +187,10 @@ absl::StatusOr<v1::RegisterResponse> JobManager::Register(
     return absl::FailedPreconditionError("job " + req.job_id() + " is over");
   }
   if (rec->job.state() == v1::JOB_QUEUED) {
-    return absl::FailedPreconditionError("job " + req.job_id() +
-                                         " is not launched yet");
+    // Ranks started by other means may come before the scheduler admits
+    // the job: UNAVAILABLE, so they retry.
+    return absl::UnavailableError("job " + req.job_id() +
+                                  " is not launched yet (queued)");
   }
   if (req.world_size() != rec->job.nranks()) {
     return absl::InvalidArgumentError(
@@ -217,6 +219,54 @@ absl::StatusOr<v1::RegisterResponse> JobManager::Register(
   *resp.mutable_job() = rec->job;
   resp.mutable_job()->clear_worker_token();
   resp.set_heartbeat_interval_ms(options_.heartbeat_interval_ms);
+  return resp;
+}
+
+absl::StatusOr<v1::RendezvousResponse> JobManager::Rendezvous(
+    const v1::RendezvousRequest& req) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobRecord* rec = Find(req.job_id());
+  if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
+  if (TerminalState(rec->job.state())) {
+    return absl::FailedPreconditionError("job " + req.job_id() + " is over");
+  }
+  RM_RETURN_IF_ERROR(CheckRank(rec->job, req.rank()));
+  if (req.attempt() != rec->job.attempt()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("job %s is at attempt %d, the rank says %d",
+                        req.job_id(), rec->job.attempt(), req.attempt()));
+  }
+  if (req.address().empty() || req.address().size() > 256 ||
+      req.host().size() > 256) {
+    return absl::InvalidArgumentError(
+        "rendezvous: address must be 1-256 characters, host at most 256");
+  }
+  if (req.blob().size() > 4096)
+    return absl::InvalidArgumentError("rendezvous: blob over 4 KiB");
+  RankStatus& rank = rec->ranks[req.rank()];
+  if (rank.rendezvous && rank.rendezvous->address() != req.address()) {
+    return absl::AlreadyExistsError(
+        absl::StrFormat("rank %d of job %s already published %s", req.rank(),
+                        req.job_id(), rank.rendezvous->address()));
+  }
+  if (!rank.rendezvous) {
+    v1::RendezvousPeer peer;
+    peer.set_host(req.host());
+    peer.set_address(req.address());
+    rank.rendezvous = peer;
+    rank.blob = req.blob();
+    ++rec->version;
+  }
+  rank.last_seen = absl::Now();
+  v1::RendezvousResponse resp;
+  int waiting = 0;
+  for (const RankStatus& r : rec->ranks) waiting += r.rendezvous ? 0 : 1;
+  resp.set_waiting_for(waiting);
+  if (waiting == 0) {
+    resp.set_ready(true);
+    for (const RankStatus& r : rec->ranks) *resp.add_peers() = *r.rendezvous;
+    resp.set_blob(rec->ranks[0].blob);
+  }
   return resp;
 }
 

@@ -3,8 +3,9 @@
 // The gRPC server (server.h) is a thin adapter over this class; the
 // embedded coordinator of `ringmaster run` reads its event queue for the
 // console, `ringmaster serve` (service.h) schedules its jobs, and both
-// follow a job through a JobSupervisor (supervisor.h). Thread-safe. (std::mutex rather than absl::Mutex: Debian's
-// Abseil is not built for ThreadSanitizer, which then cannot see its locks.)
+// follow a job through a JobSupervisor (supervisor.h). Thread-safe. (std::mutex
+// rather than absl::Mutex: Debian's Abseil is not built for ThreadSanitizer,
+// which then cannot see its locks.)
 #ifndef RINGMASTER_COORDINATOR_JOB_MANAGER_H_
 #define RINGMASTER_COORDINATOR_JOB_MANAGER_H_
 
@@ -47,6 +48,9 @@ struct RankStatus {
   absl::Time last_progress = absl::InfinitePast();
   bool final = false;
   v1::Failure failure;  // from the rank's final report, when it failed
+  // Coordinator bootstrap: where the rank listens, and rank 0's blob.
+  std::optional<v1::RendezvousPeer> rendezvous;
+  std::string blob;
 };
 
 // What a job's supervisor needs to decide its fate, read in one lock.
@@ -95,6 +99,10 @@ class JobManager {
   // InvalidArgument (bad rank), FailedPrecondition (job over, stale attempt).
   absl::StatusOr<v1::RegisterResponse> Register(
       const v1::RegisterRequest& request);
+  // Records where a bootstrapping rank listens; answers every rank's
+  // address once all ranks of the current attempt have published.
+  absl::StatusOr<v1::RendezvousResponse> Rendezvous(
+      const v1::RendezvousRequest& request);
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(
       const v1::HeartbeatRequest& request);
   absl::StatusOr<v1::ReportResultsResponse> ReportResults(

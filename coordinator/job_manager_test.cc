@@ -60,6 +60,42 @@ TEST_F(JobManagerTest, RegisterReturnsCasesAndStartsTheJob) {
   EXPECT_EQ(ev->rank, 1);
 }
 
+TEST_F(JobManagerTest, RendezvousAnswersOnceEveryRankPublished) {
+  auto publish = [&](int rank, const std::string& address, int attempt = 1) {
+    v1::RendezvousRequest req;
+    req.set_job_id(job_.job_id());
+    req.set_rank(rank);
+    req.set_attempt(attempt);
+    req.set_host("h" + std::to_string(rank));
+    req.set_address(address);
+    req.set_blob(rank == 0 ? "nccl-id" : "ignored");
+    return manager_->Rendezvous(req);
+  };
+  auto first = publish(1, "10.0.0.2:4000");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(first->ready());
+  EXPECT_EQ(first->waiting_for(), 1);
+  EXPECT_EQ(first->peers_size(), 0) << "no addresses before everyone is in";
+  // Another address for a rank that already published: a second process
+  // claiming the same rank.
+  EXPECT_EQ(publish(1, "10.0.0.9:4000").status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(publish(0, "10.0.0.1:4000", /*attempt=*/2).status().code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "a stale or future attempt";
+  EXPECT_EQ(publish(0, "").status().code(), absl::StatusCode::kInvalidArgument);
+  auto all = publish(0, "10.0.0.1:4000");
+  ASSERT_TRUE(all.ok());
+  ASSERT_TRUE(all->ready());
+  ASSERT_EQ(all->peers_size(), 2);
+  EXPECT_EQ(all->peers(0).address(), "10.0.0.1:4000");
+  EXPECT_EQ(all->peers(1).host(), "h1");
+  EXPECT_EQ(all->blob(), "nccl-id") << "rank 0's blob, relayed";
+  auto again = publish(1, "10.0.0.2:4000");  // polling is idempotent
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->ready());
+}
+
 TEST_F(JobManagerTest, RejectsBadRegistrations) {
   v1::RegisterRequest req;
   req.set_job_id("unknown");

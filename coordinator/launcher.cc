@@ -27,7 +27,15 @@ std::vector<std::string> BuildMpirunArgv(const MpirunOptions& o) {
   if (o.allow_run_as_root) argv.push_back("--allow-run-as-root");
   if (o.oversubscribe) argv.push_back("--oversubscribe");
   argv.insert(argv.end(), {"-np", std::to_string(o.np)});
-  if (!o.hostfile.empty()) argv.insert(argv.end(), {"--hostfile", o.hostfile});
+  if (!o.hostfile.empty()) {
+    argv.insert(argv.end(), {"--hostfile", o.hostfile});
+    // Node-major placement: ranks 0..K-1 on the first node, and so on.
+    if (o.ranks_per_node > 0) {
+      argv.insert(
+          argv.end(),
+          {"--map-by", "ppr:" + std::to_string(o.ranks_per_node) + ":node"});
+    }
+  }
   // GPU workers run NCCL proxy threads: do not pin a rank to one core.
   argv.insert(argv.end(), {"--bind-to", "none"});
   for (const auto& name : o.forward_env) argv.insert(argv.end(), {"-x", name});

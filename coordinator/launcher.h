@@ -25,7 +25,8 @@ namespace ringmaster {
 struct MpirunOptions {
   std::string mpirun = "mpirun";
   int np = 2;
-  std::string hostfile;                  // empty: local host only
+  std::string hostfile;    // empty: local host only
+  int ranks_per_node = 0;  // with a hostfile: --map-by ppr:K:node (0: slots)
   bool allow_run_as_root = false;        // required by OpenMPI when uid is 0
   bool oversubscribe = false;            // more ranks than cores
   std::vector<std::string> forward_env;  // variable names passed with -x

@@ -11,7 +11,9 @@
 namespace ringmaster {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::Not;
 
 TEST(BuildMpirunArgv, ArgvNotShell) {
   MpirunOptions o;
@@ -25,6 +27,20 @@ TEST(BuildMpirunArgv, ArgvNotShell) {
                           "-np", "4", "--bind-to", "none", "-x",
                           "NCCL_NVLS_ENABLE", "-x", "RINGMASTER_TOKEN",
                           "/bin/worker", "run", "--job", "x; rm -rf /"));
+}
+
+TEST(BuildMpirunArgv, NodeMajorPlacementOnlyWithAHostfile) {
+  MpirunOptions o;
+  o.np = 8;
+  o.ranks_per_node = 2;
+  o.worker_argv = {"/bin/worker"};
+  EXPECT_THAT(BuildMpirunArgv(o), Not(Contains("--map-by")))
+      << "one host: the slots decide";
+  o.hostfile = "/tmp/hosts";
+  EXPECT_THAT(
+      BuildMpirunArgv(o),
+      ElementsAre("mpirun", "-np", "8", "--hostfile", "/tmp/hosts", "--map-by",
+                  "ppr:2:node", "--bind-to", "none", "/bin/worker"));
 }
 
 TEST(ForwardedEnvNames, Allowlist) {

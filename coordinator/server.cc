@@ -175,6 +175,13 @@ class Service final : public v1::Coordinator::CallbackService {
       return Assign(manager_->Register(*req), resp);
     });
   }
+  grpc::ServerUnaryReactor* Rendezvous(grpc::CallbackServerContext* ctx,
+                                       const v1::RendezvousRequest* req,
+                                       v1::RendezvousResponse* resp) override {
+    return Respond(ctx, kWorkerCall, req->job_id(), [&](const Caller&) {
+      return Assign(manager_->Rendezvous(*req), resp);
+    });
+  }
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
                                       const v1::HeartbeatRequest* req,
                                       v1::HeartbeatResponse* resp) override {

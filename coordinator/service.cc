@@ -100,10 +100,18 @@ absl::StatusOr<std::map<std::string, std::string>> LoadUsersFile(
 absl::StatusOr<std::unique_ptr<CoordinatorService>> CoordinatorService::Start(
     ServiceOptions options) {
   if (options.launcher != "mpirun" && options.launcher != "external" &&
-      options.launcher != "slurm") {
+      options.launcher != "slurm" && options.launcher != "k8s") {
     return absl::InvalidArgumentError(
-        "launcher: expected mpirun, slurm or external, got " +
+        "launcher: expected mpirun, slurm, k8s or external, got " +
         options.launcher);
+  }
+  if (options.launcher == "k8s") {
+    if (options.k8s_image.empty())
+      return absl::InvalidArgumentError("--launcher k8s needs --k8s-image");
+    if (options.k8s_style != "job" && options.k8s_style != "mpijob") {
+      return absl::InvalidArgumentError(
+          "--k8s-style: expected job or mpijob, got " + options.k8s_style);
+    }
   }
   std::error_code ec;
   fs::create_directories(options.data_dir, ec);
@@ -318,12 +326,51 @@ void CoordinatorService::LaunchQueued() {
     if (options_.launcher == "external") {
       sup = JobSupervisor::Follow(manager_.get(), id, limits,
                                   /*adopted=*/false, 0);
+    } else if (options_.launcher == "k8s") {
+      K8sLaunch launch;
+      K8sSpec& k = launch.spec;
+      k.name =
+          DnsLabel(absl::StrFormat("ringmaster-%s-%d", id, job->attempt()));
+      k.namespace_ = options_.k8s_namespace;
+      k.image = options_.k8s_image;
+      k.nranks = job->nranks();
+      k.ranks_per_pod = options_.k8s_ranks_per_pod > 0
+                            ? options_.k8s_ranks_per_pod
+                            : std::max(1, job->plan().ranks_per_node());
+      k.gpus_per_pod = options_.k8s_gpus_per_pod;
+      k.coordinator = options_.worker_address;
+      k.job_id = id;
+      k.backend = job->backend().empty() ? "auto" : job->backend();
+      k.token_secret = k.name + "-token";
+      k.token = job->worker_token();
+      k.tls_ca_secret = options_.k8s_tls_ca_secret;
+      k.deadline_s = limits.deadline_s + 60;
+      // NCCL_* of the coordinator's environment (e.g. NCCL_NVLS_ENABLE=0
+      // set on its Deployment) reach every container; the job's own
+      // override them.
+      k.nccl_env = NcclEnvironment();
+      for (const auto& [name, value] : job->env())
+        if (absl::StartsWith(name, "NCCL_")) k.nccl_env[name] = value;
+      launch.style = options_.k8s_style;
+      launch.kubectl = options_.kubectl;
+      launch.manifest_path =
+          (dir / absl::StrFormat("attempt-%d.k8s.yaml", job->attempt()))
+              .string();
+      // kubectl runs in the coordinator's environment (KUBECONFIG): the
+      // token reaches the pods through the Secret only.
+      launch.poll_interval_s = options_.k8s_poll_s;
+      auto launched =
+          JobSupervisor::LaunchK8s(manager_.get(), id, launch, limits);
+      if (launched.ok()) sup = std::move(*launched);
+      launch_error = launched.status();
     } else if (options_.launcher == "slurm") {
       SlurmLaunch launch;
       SlurmSpec& spec = launch.spec;
       spec.job_name = "ringmaster-" + id;
       spec.nranks = job->nranks();
-      spec.ranks_per_node = options_.slurm_ranks_per_node;
+      spec.ranks_per_node = options_.slurm_ranks_per_node > 0
+                                ? options_.slurm_ranks_per_node
+                                : job->plan().ranks_per_node();
       spec.gpus_per_node = options_.slurm_gpus_per_node;
       spec.partition = options_.slurm_partition;
       spec.time_limit_s = limits.deadline_s + 60;

@@ -33,7 +33,7 @@ namespace ringmaster {
 struct ServiceOptions {
   std::string data_dir = "ringmaster-data";
   ServerOptions server;             // address, user tokens, TLS, limits
-  std::string launcher = "mpirun";  // mpirun, slurm or external
+  std::string launcher = "mpirun";  // mpirun, slurm, k8s or external
   std::string mpirun = "mpirun";
   std::string hostfile;
   std::vector<std::string> mpirun_args;
@@ -45,6 +45,17 @@ struct ServiceOptions {
   int slurm_gpus_per_node = 0;
   std::vector<std::string> slurm_args;
   double slurm_poll_s = 1;
+  // Kubernetes launcher: style (job = Indexed Job + headless Service with
+  // coordinator bootstrap, mpijob = kubeflow MPIJob), worker image,
+  // namespace, ranks and GPUs per pod, kubectl, poll period.
+  std::string k8s_style = "job";
+  std::string k8s_image;
+  std::string k8s_namespace;
+  int k8s_ranks_per_pod = 0;  // 0: the plan's ranks_per_node, else 1
+  int k8s_gpus_per_pod = 0;
+  std::string k8s_tls_ca_secret;  // the CA the pods trust (key ca.crt)
+  std::string kubectl = "kubectl";
+  double k8s_poll_s = 2;
   std::string worker_address;  // how ranks reach us; empty: the listener
   int max_running = 1;         // jobs launched at once (admission)
   int max_queued = 256;        // jobs waiting; more: RESOURCE_EXHAUSTED

@@ -1,5 +1,6 @@
 #include "coordinator/supervisor.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -8,6 +9,8 @@
 #include <fstream>
 #include <iostream>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -176,6 +179,103 @@ class SlurmHandle : public LaunchHandle {
   SlurmEnd final_;
 };
 
+// A Kubernetes attempt, seen through kubectl: over when the Job (or
+// MPIJob) has a Complete/Succeeded or Failed condition, or is gone.
+class K8sHandle : public LaunchHandle {
+ public:
+  explicit K8sHandle(K8sLaunch launch) : l_(std::move(launch)) {}
+  std::optional<int> Poll() override {
+    if (end_) return end_;
+    if (absl::Now() - last_poll_ < absl::Seconds(l_.poll_interval_s))
+      return std::nullopt;
+    last_poll_ = absl::Now();
+    auto state = State();
+    if (!state) return std::nullopt;  // kubectl did not answer: ask later
+    if (*state == "running") return std::nullopt;
+    state_ = *state;
+    end_ = *state == "succeeded" ? 0 : 1;
+    return end_;
+  }
+  std::string DescribeEnd(int) override {
+    return absl::StrFormat("Kubernetes %s %s: %s", Kind(), l_.spec.name,
+                           state_);
+  }
+  int Terminate(absl::Duration grace) override {
+    Delete({"--wait=false"}, /*everything=*/true);
+    const absl::Time give_up = absl::Now() + grace + absl::Seconds(30);
+    while (absl::Now() < give_up && Running())
+      absl::SleepFor(absl::Milliseconds(500));
+    if (!Running()) return 0;
+    Delete({"--grace-period=0", "--force", "--wait=false"}, true);
+    return 1;
+  }
+  void Release(bool cancelled) override {
+    // A finished Job stays for its pods' logs (ttlSecondsAfterFinished
+    // collects it); the token's Secret goes now.
+    if (!deleted_) Delete({"--wait=false"}, /*everything=*/cancelled);
+  }
+  bool Running() override {
+    auto state = State();
+    return state && *state == "running";
+  }
+
+ private:
+  std::string Kind() const { return l_.style == "mpijob" ? "mpijob" : "job"; }
+  std::vector<std::string> Base(std::vector<std::string> args) const {
+    std::vector<std::string> argv = {l_.kubectl};
+    if (!l_.spec.namespace_.empty()) {
+      argv.push_back("--namespace");
+      argv.push_back(l_.spec.namespace_);
+    }
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+  const std::vector<std::string>* Env() const {
+    return l_.env.empty() ? nullptr : &l_.env;
+  }
+  // "running", "succeeded", "failed" or "gone"; nullopt when kubectl fails.
+  std::optional<std::string> State() {
+    auto r = RunAndCapture(
+        Base({"get", Kind(), l_.spec.name, "--ignore-not-found", "-o",
+              "jsonpath={range .status.conditions[*]}{.type}={.status} "
+              "{end}"}),
+        Env(), absl::Seconds(30));
+    if (!r.ok() || r->exit_code != 0) return std::nullopt;
+    const std::string& c = r->out;
+    if (absl::StripAsciiWhitespace(c).empty()) {
+      // Found with no conditions yet, or not found at all: tell apart.
+      auto found = RunAndCapture(Base({"get", Kind(), l_.spec.name,
+                                       "--ignore-not-found", "-o", "name"}),
+                                 Env(), absl::Seconds(30));
+      if (!found.ok() || found->exit_code != 0) return std::nullopt;
+      return absl::StripAsciiWhitespace(found->out).empty() ? "gone"
+                                                            : "running";
+    }
+    if (absl::StrContains(c, "Failed=True")) return "failed";
+    if (absl::StrContains(c, "Complete=True") ||
+        absl::StrContains(c, "Succeeded=True"))
+      return "succeeded";
+    return "running";
+  }
+  void Delete(std::vector<std::string> flags, bool everything) {
+    std::vector<std::string> args = {"delete", "--ignore-not-found"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    if (everything) {
+      args.push_back(Kind() + "/" + l_.spec.name);
+      if (l_.style != "mpijob") args.push_back("service/" + l_.spec.name);
+      deleted_ = true;
+    }
+    args.push_back("secret/" + l_.spec.token_secret);
+    RunAndCapture(Base(args), Env(), absl::Seconds(60)).IgnoreError();
+  }
+
+  K8sLaunch l_;
+  bool deleted_ = false;
+  absl::Time last_poll_ = absl::InfinitePast();
+  std::optional<int> end_;
+  std::string state_;
+};
+
 }  // namespace
 
 double DefaultDeadlineSeconds(const std::vector<v1::Case>& cases) {
@@ -231,6 +331,7 @@ absl::StatusOr<std::unique_ptr<JobSupervisor>> JobSupervisor::LaunchMpirun(
   mo.mpirun = launch.mpirun;
   mo.np = job->nranks();
   mo.hostfile = launch.hostfile;
+  mo.ranks_per_node = job->plan().ranks_per_node();
   mo.allow_run_as_root = geteuid() == 0;
   mo.oversubscribe =
       job->nranks() > static_cast<int>(std::thread::hardware_concurrency());
@@ -301,6 +402,52 @@ absl::StatusOr<std::unique_ptr<JobSupervisor>> JobSupervisor::LaunchSlurm(
   sup->launcher_ = std::make_unique<SlurmHandle>(*slurm_id, launch.env,
                                                  launch.poll_interval_s);
   absl::Status marked = manager->MarkLaunching(job_id, 0, *slurm_id);
+  if (!marked.ok()) return marked;
+  return sup;
+}
+
+absl::StatusOr<std::unique_ptr<JobSupervisor>> JobSupervisor::LaunchK8s(
+    JobManager* manager, const std::string& job_id, K8sLaunch launch,
+    WatchLimits limits) {
+  auto manifest = launch.style == "mpijob"
+                      ? BuildMpiJobManifest(launch.spec)
+                      : BuildIndexedJobManifest(launch.spec);
+  if (!manifest.ok()) return manifest.status();
+  {
+    // The file holds the worker token: owner-only from its creation.
+    int fd = open(launch.manifest_path.c_str(),
+                  O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+      return absl::PermissionDeniedError(launch.manifest_path +
+                                         ": cannot write the manifests");
+    }
+    const std::string& text = *manifest;
+    bool written = write(fd, text.data(), text.size()) ==
+                   static_cast<ssize_t>(text.size());
+    close(fd);
+    if (!written) {
+      return absl::DataLossError(launch.manifest_path +
+                                 ": short write of the manifests");
+    }
+  }
+  std::vector<std::string> argv = {launch.kubectl};
+  if (!launch.spec.namespace_.empty()) {
+    argv.push_back("--namespace");
+    argv.push_back(launch.spec.namespace_);
+  }
+  argv.insert(argv.end(), {"apply", "-f", launch.manifest_path});
+  auto applied = RunAndCapture(argv, launch.env.empty() ? nullptr : &launch.env,
+                               absl::Seconds(60));
+  if (!applied.ok()) return applied.status();
+  if (applied->exit_code != 0) {
+    return absl::UnavailableError(absl::StrFormat(
+        "kubectl apply failed (exit %d): %s", applied->exit_code,
+        applied->err.empty() ? applied->out : applied->err));
+  }
+  std::unique_ptr<JobSupervisor> sup(
+      new JobSupervisor(manager, job_id, limits));
+  sup->launcher_ = std::make_unique<K8sHandle>(std::move(launch));
+  absl::Status marked = manager->MarkLaunching(job_id, 0);
   if (!marked.ok()) return marked;
   return sup;
 }
@@ -502,14 +649,27 @@ int JobSupervisor::Reap(Outcome* outcome) {
     SlurmHandle orphan(static_cast<long>(orphan_slurm_), {}, 0);
     killed += orphan.Terminate(absl::Seconds(limits_.grace_s));
   }
+  // Ranks on this host still alive: those that said they were done get a
+  // moment to exit on their own (tearing NCCL down takes a while; a rank
+  // started by Kubernetes or by hand must not end with SIGKILL after a
+  // clean run), the others are killed now.
+  const absl::Time finish_by = absl::Now() + absl::Seconds(10);
   for (const RankStatus& r : ranks) {
-    if (r.registered && r.fingerprint.host() == my_host_ &&
-        ProcessAlive(r.fingerprint.pid())) {
-      kill(r.fingerprint.pid(), SIGKILL);
+    if (!r.registered || r.fingerprint.host() != my_host_) continue;
+    const pid_t pid = r.fingerprint.pid();
+    if (r.final && r.failure.reason() == v1::FAILURE_REASON_UNSPECIFIED) {
+      while (ProcessAlive(pid) && absl::Now() < finish_by)
+        absl::SleepFor(absl::Milliseconds(20));
+    }
+    if (ProcessAlive(pid)) {
+      kill(pid, SIGKILL);
       ++killed;
     }
   }
-  if (launcher_) launcher_->Finish();
+  if (launcher_) {
+    launcher_->Finish();
+    launcher_->Release(outcome->state == v1::JOB_CANCELLED);
+  }
   // mpirun's own account of a dead rank is the most precise one.
   std::lock_guard<std::mutex> lock(log_->mu);
   v1::Failure& f = outcome->failure;

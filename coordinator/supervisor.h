@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "coordinator/job_manager.h"
+#include "coordinator/k8s.h"
 #include "coordinator/launcher.h"
 #include "coordinator/slurm.h"
 
@@ -61,6 +62,18 @@ struct SlurmLaunch {
   double poll_interval_s = 1;  // squeue at most this often
 };
 
+// A Kubernetes launch: the attempt is a Secret (the worker token) plus an
+// Indexed Job and headless Service, or an MPIJob (coordinator/k8s.h),
+// applied with kubectl from a 0600 file and deleted on cancel.
+struct K8sLaunch {
+  K8sSpec spec;               // name, job_id, coordinator, token filled
+  std::string style = "job";  // job (Indexed Job) or mpijob
+  std::string manifest_path;  // where the manifests are written (0600)
+  std::string kubectl = "kubectl";
+  std::vector<std::string> env;  // kubectl's environment (KUBECONFIG...)
+  double poll_interval_s = 2;    // kubectl get at most this often
+};
+
 // What started an attempt's ranks, as the supervisor sees it.
 class LaunchHandle {
  public:
@@ -73,6 +86,9 @@ class LaunchHandle {
   virtual int Terminate(absl::Duration grace) = 0;
   virtual bool Running() = 0;
   virtual void Finish() {}  // after the end: drain output readers
+  // After the end: give back what the launch holds (Kubernetes objects;
+  // all of them when the job was cancelled).
+  virtual void Release(bool cancelled) {}
   virtual void Detach() {}  // leave it running (coordinator stopping)
 };
 
@@ -100,6 +116,10 @@ class JobSupervisor {
   // Submits the job's current attempt as a Slurm batch job.
   static absl::StatusOr<std::unique_ptr<JobSupervisor>> LaunchSlurm(
       JobManager* manager, const std::string& job_id, SlurmLaunch launch,
+      WatchLimits limits);
+  // Applies the job's current attempt to a Kubernetes cluster.
+  static absl::StatusOr<std::unique_ptr<JobSupervisor>> LaunchK8s(
+      JobManager* manager, const std::string& job_id, K8sLaunch launch,
       WatchLimits limits);
   // Follows an attempt whose ranks were started by other means (the
   // external launcher), or by a coordinator that is gone (`adopted`; its

@@ -25,8 +25,9 @@
 namespace ringmaster {
 namespace {
 
-constexpr const char* kTopKeys[] = {"name",     "description", "ranks",
-                                    "defaults", "cases",       "variants"};
+constexpr const char* kTopKeys[] = {"name",  "description",    "ranks",
+                                    "nodes", "ranks_per_node", "defaults",
+                                    "cases", "variants"};
 constexpr const char* kVariantKeys[] = {"name", "env", "ceiling",
                                         "description"};
 constexpr const char* kCaseKeys[] = {
@@ -78,6 +79,33 @@ class PlanParser {
     if (root["ranks"]) {
       RM_ASSIGN_OR_RETURN(int64_t ranks, Int(root["ranks"], "ranks", 1, 65536));
       plan.set_ranks(static_cast<int32_t>(ranks));
+    }
+    // Placement: nodes x ranks_per_node.
+    if (root["ranks_per_node"]) {
+      RM_ASSIGN_OR_RETURN(
+          int64_t k, Int(root["ranks_per_node"], "ranks_per_node", 1, 4096));
+      plan.set_ranks_per_node(static_cast<int32_t>(k));
+      ranks_per_node_ = static_cast<int>(k);
+    }
+    if (root["nodes"]) {
+      RM_ASSIGN_OR_RETURN(int64_t n, Int(root["nodes"], "nodes", 1, 65536));
+      if (!root["ranks_per_node"]) {
+        return Error(root["nodes"], "nodes",
+                     "needs ranks_per_node (ranks = nodes x ranks_per_node)");
+      }
+      const int64_t total = n * plan.ranks_per_node();
+      if (total > 65536) {
+        return Error(root["nodes"], "nodes",
+                     absl::StrFormat("%d nodes x %d ranks exceed 65536 ranks",
+                                     n, plan.ranks_per_node()));
+      }
+      if (root["ranks"] && plan.ranks() != total) {
+        return Error(root["ranks"], "ranks",
+                     absl::StrFormat("%d, but nodes x ranks_per_node = %d",
+                                     plan.ranks(), total));
+      }
+      plan.set_nodes(static_cast<int32_t>(n));
+      plan.set_ranks(static_cast<int32_t>(total));
     }
     YAML::Node defaults = root["defaults"];
     if (defaults) {
@@ -1098,13 +1126,35 @@ class PlanParser {
     return absl::OkStatus();
   }
 
-  // `ladder: [1, 2, 4]`: rank counts, increasing.
+  // `ladder: [1, 2, 4]`: rank counts, increasing; `ladder: {nodes: [1, 2,
+  // 4]}`: node counts, each nodes x the plan's ranks_per_node ranks.
   absl::Status ParseLadder(const YAML::Node& node, const std::string& field,
                            v1::CaseSpec* spec) const {
-    RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(node, field));
+    int per_item = 1;
+    YAML::Node list = node;
+    std::string list_field = field;
+    if (node.IsMap()) {
+      if (node.size() != 1 || !node["nodes"]) {
+        return Error(node, field,
+                     "expected a list of rank counts, or {nodes: [1, 2, 4]}");
+      }
+      if (ranks_per_node_ == 0) {
+        return Error(node, field,
+                     "a ladder of nodes needs the plan's ranks_per_node");
+      }
+      per_item = ranks_per_node_;
+      list = node["nodes"];
+      list_field = field + ".nodes";
+    }
+    RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items,
+                        ScalarList(list, list_field));
     int64_t previous = 0;
     for (const auto& item : items) {
-      RM_ASSIGN_OR_RETURN(int64_t n, Int(item, field, 1, 65536));
+      RM_ASSIGN_OR_RETURN(int64_t count, Int(item, list_field, 1, 65536));
+      const int64_t n = count * per_item;
+      if (n > 65536) {
+        return Error(item, list_field, "more than 65536 ranks");
+      }
       if (n <= previous) {
         return Error(
             item, field,
@@ -1122,6 +1172,7 @@ class PlanParser {
 
   std::string file_;
   PlanLimits limits_;
+  int ranks_per_node_ = 0;  // the plan's, for ladders of nodes
 };
 
 }  // namespace

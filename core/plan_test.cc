@@ -239,6 +239,18 @@ INSTANTIATE_TEST_SUITE_P(
                 "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 8B, "
                 "optimizer: sgd}\n",
                 "bad.yaml:3: cases[0].optimizer:", "bench: train"},
+        BadPlan{"nodes_without_ranks_per_node",
+                "name: x\nnodes: 4\ncases:\n  - {name: a, collective: "
+                "all_reduce, sizes: 8B}\n",
+                "bad.yaml:2: nodes:", "needs ranks_per_node"},
+        BadPlan{"ranks_not_nodes_times_ranks_per_node",
+                "name: x\nranks: 6\nnodes: 4\nranks_per_node: 2\ncases:\n"
+                "  - {name: a, collective: all_reduce, sizes: 8B}\n",
+                "bad.yaml:2: ranks:", "nodes x ranks_per_node = 8"},
+        BadPlan{"ladder_of_nodes_without_ranks_per_node",
+                "name: x\ncases:\n  - {name: a, collective: all_reduce, "
+                "sizes: 8B, ladder: {nodes: [1, 2]}}\n",
+                "bad.yaml:3: cases[0].ladder:", "ranks_per_node"},
         BadPlan{"bad_traffic",
                 "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 8B, "
                 "traffic: both}\n",
@@ -246,6 +258,29 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<BadPlan>& info) {
       return info.param.name;
     });
+
+TEST(ParsePlanYaml, NodesTimesRanksPerNodeAndLaddersOfNodes) {
+  auto plan = ParsePlanYaml(R"(name: cluster
+nodes: 4
+ranks_per_node: 2
+cases:
+  - name: ar
+    collective: all_reduce
+    sizes: 1MiB
+    ladder: {nodes: [1, 2, 4]}
+  - name: ranks
+    collective: all_reduce
+    sizes: 1MiB
+    ladder: [1, 3]
+)",
+                            "cluster.yaml");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->nodes(), 4);
+  EXPECT_EQ(plan->ranks_per_node(), 2);
+  EXPECT_EQ(plan->ranks(), 8);
+  EXPECT_THAT(plan->cases(0).ladder(), ::testing::ElementsAre(2, 4, 8));
+  EXPECT_THAT(plan->cases(1).ladder(), ::testing::ElementsAre(1, 3));
+}
 
 TEST(ParsePlanYaml, NodeBenchmarkDefaults) {
   auto plan = ParsePlanYaml(R"(name: x

@@ -50,6 +50,30 @@ class GrpcCoordinatorClient : public CoordinatorClient {
     }
   }
 
+  absl::StatusOr<v1::RendezvousResponse> Rendezvous(
+      const v1::RendezvousRequest& request, absl::Duration wait) override {
+    const absl::Time give_up = absl::Now() + wait;
+    absl::Duration poll = absl::Milliseconds(20);
+    int waiting_for = -1;
+    while (true) {
+      grpc::ClientContext ctx;
+      Prepare(&ctx);
+      v1::RendezvousResponse response;
+      grpc::Status s = stub_->Rendezvous(&ctx, request, &response);
+      if (s.ok() && response.ready()) return response;
+      if (!s.ok() && !Transient(s)) return FromGrpc(s, "Rendezvous");
+      if (s.ok()) waiting_for = response.waiting_for();
+      if (absl::Now() + poll > give_up) {
+        if (!s.ok()) return FromGrpc(s, "Rendezvous");
+        return absl::DeadlineExceededError(
+            absl::StrFormat("rendezvous: %d rank(s) had not started after %s",
+                            waiting_for, absl::FormatDuration(wait)));
+      }
+      absl::SleepFor(poll);
+      poll = std::min(poll * 2, absl::Milliseconds(500));
+    }
+  }
+
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(
       const v1::HeartbeatRequest& request) override {
     grpc::ClientContext ctx;

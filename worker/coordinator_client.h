@@ -27,6 +27,11 @@ class CoordinatorClient {
   // starting up).
   virtual absl::StatusOr<v1::RegisterResponse> Register(
       const v1::RegisterRequest& request, absl::Duration wait) = 0;
+  // Publishes this rank's listener and polls until every rank has
+  // published (or `wait` has passed: DeadlineExceeded naming how many
+  // ranks are missing).
+  virtual absl::StatusOr<v1::RendezvousResponse> Rendezvous(
+      const v1::RendezvousRequest& request, absl::Duration wait) = 0;
   virtual absl::StatusOr<v1::HeartbeatResponse> Heartbeat(
       const v1::HeartbeatRequest& request) = 0;
   virtual absl::StatusOr<v1::ReportResultsResponse> ReportResults(

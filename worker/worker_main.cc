@@ -1,17 +1,24 @@
 // ringmaster-worker: one rank of a benchmark job, started by a launcher
-// (mpirun today), never by hand.
+// (mpirun, srun, an MPIJob) or, with --bootstrap, by anything at all.
 //
 //   ringmaster-worker run --coordinator HOST:PORT --job ID [--backend auto]
+//   ringmaster-worker run --bootstrap --coordinator HOST:PORT --job ID
+//       [--rank R --world-size N]   # no MPI: ranks meet through the
+//                                   # coordinator and talk over TCP
 //   ringmaster-worker probe        # prints what this machine has, as JSON
 //
 // The run token comes from the RINGMASTER_TOKEN environment variable (not
 // argv, which other users can read). Exit codes: 0 done, 3 fault-injected
 // exit, 4 coordinator unreachable, 5 config mismatch, 6 failed case run.
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -24,9 +31,10 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "backends/host/host_backend.h"
+#include "backends/host/host_comm.h"
 #include "backends/host/host_node_bench.h"
 #include "backends/host/host_trainer.h"
-#include "backends/host/mpi_control.h"
+#include "backends/host/mpi_comm.h"
 #include "core/build_info.h"
 #include "core/faults.h"
 #include "core/fingerprint.h"
@@ -35,6 +43,7 @@
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 #include "worker/bench_runner.h"
+#include "worker/bootstrap.h"
 #include "worker/case_runner.h"
 #include "worker/coordinator_client.h"
 #include "worker/train_runner.h"
@@ -143,16 +152,6 @@ class HeartbeatThread {
   std::thread thread_;
 };
 
-// MPI_Barrier that sleeps between polls (200 us): for ranks that only wait.
-void IdleBarrier(MPI_Comm comm) {
-  MPI_Request req;
-  if (MPI_Ibarrier(comm, &req) != MPI_SUCCESS) return;
-  int done = 0;
-  while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
-    absl::SleepFor(absl::Microseconds(200));
-  }
-}
-
 // Applies crash/exit/hang faults scheduled for case `seq` on `rank`.
 void MaybeInjectFault(const std::vector<Fault>& faults, int rank, int64_t seq) {
   if (FindFault(faults, Fault::Kind::kCrash, rank, seq)) {
@@ -174,25 +173,59 @@ struct RunArgs {
   std::string job_id;
   std::string backend = "auto";
   int attempt = 1;
+  // Coordinator bootstrap (no MPI).
+  bool bootstrap = false;
+  int rank = -1;        // -1: RINGMASTER_RANK or JOB_COMPLETION_INDEX
+  int world_size = -1;  // -1: RINGMASTER_WORLD_SIZE
+  std::string bind = "0.0.0.0";
+  std::string advertise;  // empty: the address that routes to the coordinator
+  int bootstrap_timeout_s = 300;
+  int local_ranks = 1;  // ranks this process starts (one per GPU of a pod)
 };
 
 int Run(const RunArgs& args, int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  MpiControl control(MPI_COMM_WORLD);
-  const int rank = control.rank();
-  const int nranks = control.size();
-  MPI_Comm node_comm;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
-                      &node_comm);
-  int local_rank = 0;
-  MPI_Comm_rank(node_comm, &local_rank);
-  MPI_Comm_free(&node_comm);
-
+  // The world communicator: MPI's, or TCP after the coordinator bootstrap
+  // below. Until it exists, failures end this process alone.
+  std::unique_ptr<HostComm> world;
+  int rank = 0, nranks = 1, local_rank = 0;
+  if (!args.bootstrap) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    world = std::make_unique<MpiComm>(MPI_COMM_WORLD);
+    rank = world->rank();
+    nranks = world->size();
+    MPI_Comm node_comm;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
+                        MPI_INFO_NULL, &node_comm);
+    MPI_Comm_rank(node_comm, &local_rank);
+    MPI_Comm_free(&node_comm);
+  } else {
+    auto r =
+        args.rank >= 0 ? absl::StatusOr<int>(args.rank) : RankFromEnvironment();
+    auto n = args.world_size > 0 ? absl::StatusOr<int>(args.world_size)
+                                 : WorldSizeFromEnvironment();
+    if (!r.ok() || !n.ok() || *r >= *n) {
+      spdlog::error(
+          "--bootstrap needs a rank (--rank, RINGMASTER_RANK or "
+          "JOB_COMPLETION_INDEX) below the world size (--world-size or "
+          "RINGMASTER_WORLD_SIZE): {}",
+          !r.ok()   ? r.status().ToString()
+          : !n.ok() ? n.status().ToString()
+                    : absl::StrFormat("rank %d of %d", *r, *n));
+      return 2;
+    }
+    rank = *r;
+    nranks = *n;
+  }
+  // Set once the coordinator knows this rank: a bootstrapped rank reports
+  // its failure itself, as no launcher watches it.
+  std::function<void(const std::string&)> report_failure;
   auto fail = [&](int code, const std::string& message) {
     spdlog::error("rank {}: {}", rank, message);
-    MPI_Abort(MPI_COMM_WORLD, code);
+    if (args.bootstrap && report_failure) report_failure(message);
+    if (world) world->Abort(code);
+    std::_Exit(code);
     return code;
   };
 
@@ -216,7 +249,7 @@ int Run(const RunArgs& args, int argc, char** argv) {
   fp.set_pid(static_cast<int32_t>(getpid()));
   fp.set_build_id(GitSha());
   fp.set_backend(backend_name);
-  fp.set_mpi_version(MpiLibraryVersion());
+  fp.set_mpi_version(args.bootstrap ? "" : MpiLibraryVersion());
   fp.set_local_rank(local_rank);
   for (const auto& [k, v] : NcclEnv()) (*fp.mutable_nccl_env())[k] = v;
 #ifdef RINGMASTER_HAVE_CUDA
@@ -238,13 +271,64 @@ int Run(const RunArgs& args, int argc, char** argv) {
   reg.set_rank(rank);
   reg.set_world_size(nranks);
   *reg.mutable_fingerprint() = fp;
-  auto registered = client->Register(reg, absl::Seconds(30));
+  // Ranks started by other means may wait for the job to leave the queue.
+  auto registered = client->Register(
+      reg, args.bootstrap ? absl::Seconds(args.bootstrap_timeout_s)
+                          : absl::Seconds(30));
   if (!registered.ok()) {
     return fail(kExitCoordinator, std::string(registered.status().message()));
   }
   const v1::Job& job = registered->job();
   fp.set_plan_sha256(job.plan().source_sha256());
   const int attempt = job.attempt() > 0 ? job.attempt() : args.attempt;
+  report_failure = [&](const std::string& message) {
+    v1::ReportResultsRequest req;
+    req.set_job_id(args.job_id);
+    req.set_rank(rank);
+    req.set_attempt(attempt);
+    req.set_final(true);
+    v1::Failure* f = req.mutable_failure();
+    f->set_reason(v1::BACKEND_ERROR);
+    f->set_rank(rank);
+    f->set_host(fp.host());
+    f->set_detail(message);
+    client->ReportResults(req).IgnoreError();
+  };
+
+  // Coordinator bootstrap: meet the other ranks, then build the TCP mesh.
+  // On GPUs rank 0's NCCL unique id travels with the rendezvous.
+  std::string relayed_nccl_id;
+  if (args.bootstrap) {
+    BootstrapSpec spec;
+    spec.job_id = args.job_id;
+    spec.attempt = attempt;
+    spec.rank = rank;
+    spec.world_size = nranks;
+    spec.host = fp.host();
+    spec.bind = args.bind;
+    spec.advertise_host = args.advertise;
+    spec.coordinator = args.coordinator;
+    spec.timeout = absl::Seconds(args.bootstrap_timeout_s);
+#ifdef RINGMASTER_HAVE_CUDA
+    if (backend_name == "cuda" && rank == 0) {
+      auto id = NewNcclUniqueId();
+      if (!id.ok())
+        return fail(kExitFailed, std::string(id.status().message()));
+      spec.blob = *id;
+    }
+#endif
+    auto met = Bootstrap(*client, spec);
+    if (!met.ok()) {
+      return fail(kExitCoordinator, "coordinator bootstrap: " +
+                                        std::string(met.status().message()));
+    }
+    world = std::move(met->comm);
+    local_rank = met->local_rank;
+    fp.set_local_rank(local_rank);
+    relayed_nccl_id = std::move(met->blob);
+    spdlog::info("rank {}: bootstrapped {} ranks over TCP", rank, nranks);
+  }
+  CommControl control(*world);
 
   auto send_final = [&](const v1::Failure* failure) {
     v1::ReportResultsRequest req;
@@ -274,7 +358,8 @@ int Run(const RunArgs& args, int argc, char** argv) {
       send_final(&f);
       spdlog::error("config_mismatch: {}", mismatch->detail);
     }
-    MPI_Finalize();
+    world.reset();
+    if (!args.bootstrap) MPI_Finalize();
     return kExitMismatch;
   }
 
@@ -288,7 +373,8 @@ int Run(const RunArgs& args, int argc, char** argv) {
   double setup_s = 0;
   if (backend_name == "cuda") {
 #ifdef RINGMASTER_HAVE_CUDA
-    auto cuda = CudaBackend::Create(control, local_rank, *faults, &setup_s);
+    auto cuda = CudaBackend::Create(control, local_rank, *faults, &setup_s,
+                                    relayed_nccl_id);
     if (!cuda.ok()) {
       v1::Failure f;
       f.set_reason(v1::BACKEND_ERROR);
@@ -302,7 +388,7 @@ int Run(const RunArgs& args, int argc, char** argv) {
     if (rank == 0) spdlog::info("NCCL communicator ready in {:.3f} s", setup_s);
 #endif
   } else {
-    backend = std::make_unique<HostBackend>(MPI_COMM_WORLD, *faults);
+    backend = std::make_unique<HostBackend>(*world, *faults);
   }
   BackendInfo info = backend->Info();
 
@@ -329,8 +415,8 @@ int Run(const RunArgs& args, int argc, char** argv) {
   // ladder rung (created collectively on first use; every rank walks the
   // same cases, so every rank takes part).
   struct Group {
-    MPI_Comm comm = MPI_COMM_NULL;
-    std::unique_ptr<MpiControl> control;
+    std::unique_ptr<HostComm> comm;  // null for non-members
+    std::unique_ptr<CommControl> control;
     std::unique_ptr<CollectiveBackend> backend;
     double setup_s = 0;
   };
@@ -342,18 +428,20 @@ int Run(const RunArgs& args, int argc, char** argv) {
     if (it != groups.end()) return &it->second;
     Group g;
     bool member = rank < n;
-    MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, rank, &g.comm);
-    if (member) g.control = std::make_unique<MpiControl>(g.comm);
+    auto sub = world->SplitPrefix(member);
+    if (!sub.ok()) return sub.status();
+    g.comm = std::move(*sub);
+    if (member) g.control = std::make_unique<CommControl>(*g.comm);
     if (backend_name == "cuda") {
 #ifdef RINGMASTER_HAVE_CUDA
-      auto sub =
+      auto split =
           static_cast<CudaBackend*>(backend.get())->Split(member, &g.setup_s);
-      if (!sub.ok()) return sub.status();
-      g.backend = std::move(*sub);
+      if (!split.ok()) return split.status();
+      g.backend = std::move(*split);
 #endif
     } else if (member) {
       auto t0 = absl::Now();
-      g.backend = std::make_unique<HostBackend>(g.comm, *faults);
+      g.backend = std::make_unique<HostBackend>(*g.comm, *faults);
       g.setup_s = absl::ToDoubleSeconds(absl::Now() - t0);
     }
     return &groups.emplace(n, std::move(g)).first->second;
@@ -371,7 +459,7 @@ int Run(const RunArgs& args, int argc, char** argv) {
     const v1::Backend want = backend_of(c);
     if (want == v1::BACKEND_HOST) {
       if (!host_bench)
-        host_bench = std::make_unique<HostNodeBench>(MPI_COMM_WORLD, *faults);
+        host_bench = std::make_unique<HostNodeBench>(*world, *faults);
       return RunBench(c, *host_bench, control);
     }
     if (backend_name != "cuda") {
@@ -395,7 +483,7 @@ int Run(const RunArgs& args, int argc, char** argv) {
   // Training (bench: train): one trainer per rank count, on that group.
   std::map<std::pair<int, bool>, std::unique_ptr<Trainer>>
       trainers;  // (ranks, cuda)
-  auto run_train = [&](const v1::Case& c, int n, MPI_Comm comm,
+  auto run_train = [&](const v1::Case& c, int n, HostComm& comm,
                        Control& group) -> v1::Result {
     const bool cuda = backend_of(c) == v1::BACKEND_CUDA;
     if (cuda && backend_name != "cuda") {
@@ -421,7 +509,7 @@ int Run(const RunArgs& args, int argc, char** argv) {
   for (const v1::Case& c : job.cases()) {
     if (heartbeat.cancelled()) {
       spdlog::warn("rank {}: job cancelled by the coordinator", rank);
-      MPI_Abort(MPI_COMM_WORLD, kExitFailed);
+      world->Abort(kExitFailed);
     }
     MaybeInjectFault(*faults, rank, c.seq());
     heartbeat.SetEntered(c.seq());
@@ -444,7 +532,7 @@ int Run(const RunArgs& args, int argc, char** argv) {
       Group* g = *group;
       if (c.bench() == v1::BENCH_TRAIN) {
         if (rank < n)
-          result = run_train(c, n, n == nranks ? MPI_COMM_WORLD : g->comm,
+          result = run_train(c, n, n == nranks ? *world : *g->comm,
                              n == nranks ? control : *g->control);
       } else if (n == nranks) {
         result = RunCase(c, *backend, control);
@@ -454,7 +542,11 @@ int Run(const RunArgs& args, int argc, char** argv) {
       result.set_comm_setup_s(g->setup_s);
       // Non-members wait here without spinning: a busy MPI barrier would
       // take a core from the members on a shared host.
-      if (n != nranks) IdleBarrier(MPI_COMM_WORLD);
+      if (n != nranks) {
+        absl::Status waited = world->IdleBarrier();
+        if (!waited.ok())
+          return fail(kExitFailed, std::string(waited.message()));
+      }
     }
     heartbeat.SetProgress(c.seq());
     if (rank != 0) continue;
@@ -487,21 +579,84 @@ int Run(const RunArgs& args, int argc, char** argv) {
   // does is not mistaken for a dead one.
   send_final(nullptr);
   control.Barrier().IgnoreError();
+  trainers.clear();
   for (auto& [n, g] : groups) {
     g.backend.reset();
     g.control.reset();
-    if (g.comm != MPI_COMM_NULL) MPI_Comm_free(&g.comm);
+    g.comm.reset();
   }
-  trainers.clear();
   cuda_bench.reset();
   host_bench.reset();
   backend.reset();
-  MPI_Finalize();
+  world.reset();
+  if (!args.bootstrap) MPI_Finalize();
   if (FindFault(*faults, Fault::Kind::kLinger, rank)) {
     spdlog::warn("rank {}: fault injection: lingering 2 s before exit", rank);
     absl::SleepFor(absl::Seconds(2));
   }
   return 0;
+}
+
+// --local-ranks K: this process is a group (a Kubernetes pod) of K ranks,
+// ranks INDEX*K ... INDEX*K+K-1, each in a forked child. Forwards SIGTERM
+// and SIGINT; the first failing rank's exit code ends the group (the
+// others are terminated).
+pid_t g_children[4096];
+int g_nchildren = 0;
+void ForwardSignal(int sig) {
+  for (int i = 0; i < g_nchildren; ++i)
+    if (g_children[i] > 0) kill(g_children[i], sig);
+}
+
+int RunLocalRanks(RunArgs args, int argc, char** argv) {
+  auto index =
+      args.rank >= 0 ? absl::StatusOr<int>(args.rank) : RankFromEnvironment();
+  if (!index.ok()) {
+    spdlog::error(
+        "--local-ranks needs the group index (--rank, "
+        "RINGMASTER_RANK or JOB_COMPLETION_INDEX): {}",
+        index.status().ToString());
+    return 2;
+  }
+  const int k = args.local_ranks;
+  if (k > static_cast<int>(sizeof g_children / sizeof g_children[0])) {
+    spdlog::error("--local-ranks {}: at most 4096", k);
+    return 2;
+  }
+  for (int i = 0; i < k; ++i) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      spdlog::error("fork: {}", std::strerror(errno));
+      ForwardSignal(SIGTERM);
+      return 1;
+    }
+    if (pid == 0) {  // no threads exist yet: safe to go on in the child
+      args.rank = *index * k + i;
+      args.local_ranks = 1;
+      std::_Exit(Run(args, argc, argv));
+    }
+    g_children[g_nchildren++] = pid;
+  }
+  signal(SIGTERM, ForwardSignal);
+  signal(SIGINT, ForwardSignal);
+  int first_failure = 0, left = k;
+  while (left > 0) {
+    int status = 0;
+    pid_t pid = wait(&status);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    --left;
+    for (int i = 0; i < g_nchildren; ++i)
+      if (g_children[i] == pid) g_children[i] = 0;
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code != 0 && first_failure == 0) {
+      first_failure = code;
+      ForwardSignal(SIGTERM);
+    }
+  }
+  return first_failure;
 }
 
 }  // namespace
@@ -523,10 +678,44 @@ int main(int argc, char** argv) {
   run->add_option("--backend", args.backend, "auto, host or cuda")
       ->check(CLI::IsMember({"auto", "host", "cuda"}));
   run->add_option("--attempt", args.attempt, "Attempt number");
+  run->add_flag("--bootstrap", args.bootstrap,
+                "Start without MPI: meet the other ranks through the "
+                "coordinator and talk over TCP");
+  run->add_option("--rank", args.rank,
+                  "This rank (--bootstrap; default RINGMASTER_RANK or "
+                  "JOB_COMPLETION_INDEX)")
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("--world-size", args.world_size,
+                  "Ranks in the job (--bootstrap; default "
+                  "RINGMASTER_WORLD_SIZE)")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--bind", args.bind,
+                  "Address the rank's TCP listener binds (--bootstrap)")
+      ->capture_default_str();
+  run->add_option("--advertise", args.advertise,
+                  "Address other ranks dial (--bootstrap; default: the "
+                  "local address that routes to the coordinator)");
+  run->add_option("--local-ranks", args.local_ranks,
+                  "Start this many ranks here (--bootstrap): ranks "
+                  "INDEX*N ... INDEX*N+N-1, INDEX from --rank or the "
+                  "environment (a pod with N GPUs)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  run->add_option("--bootstrap-timeout", args.bootstrap_timeout_s,
+                  "Seconds to wait for every rank to start (--bootstrap)")
+      ->capture_default_str();
   run->allow_extras();  // MPI may append its own arguments
   auto* probe =
       app.add_subcommand("probe", "Print GPUs and library versions as JSON");
   CLI11_PARSE(app, argc, argv);
   if (probe->parsed()) return ringmaster::Probe();
+  if (args.local_ranks > 1) {
+    if (!args.bootstrap) {
+      spdlog::error(
+          "--local-ranks needs --bootstrap (MPI starts its own ranks)");
+      return 2;
+    }
+    return ringmaster::RunLocalRanks(args, argc, argv);
+  }
   return ringmaster::Run(args, argc, argv);
 }

@@ -275,9 +275,19 @@ void CudaBackend::Abort() {
   }
 }
 
+absl::StatusOr<std::string> NewNcclUniqueId() {
+  ncclUniqueId id;
+  ncclResult_t rc = ncclGetUniqueId(&id);
+  if (rc != ncclSuccess) {
+    return absl::InternalError(std::string("ncclGetUniqueId: ") +
+                               ncclGetErrorString(rc));
+  }
+  return std::string(reinterpret_cast<const char*>(&id), sizeof id);
+}
+
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     Control& control, int local_rank, std::vector<Fault> faults,
-    double* setup_s) {
+    double* setup_s, const std::string& relayed_id) {
   auto impl = std::make_unique<Impl>();
   impl->rank = control.rank();
   impl->nranks = control.size();
@@ -305,9 +315,18 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   auto t0 = std::chrono::steady_clock::now();
   ncclUniqueId id;
   std::memset(&id, 0, sizeof id);
-  if (rank == 0) RM_NCCL(ncclGetUniqueId(&id), rank);
-  absl::Status bs = control.Broadcast(&id, sizeof id, 0);
-  if (!bs.ok()) return bs;
+  if (!relayed_id.empty()) {
+    if (relayed_id.size() != sizeof id) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("rank %d: relayed NCCL id has %d bytes, expected %d",
+                          rank, relayed_id.size(), sizeof id));
+    }
+    std::memcpy(&id, relayed_id.data(), sizeof id);
+  } else {
+    if (rank == 0) RM_NCCL(ncclGetUniqueId(&id), rank);
+    absl::Status bs = control.Broadcast(&id, sizeof id, 0);
+    if (!bs.ok()) return bs;
+  }
   RM_NCCL(ncclCommInitRank(&impl->comm, impl->nranks, id, rank), rank);
   if (setup_s) {
     *setup_s =

@@ -18,15 +18,20 @@ int CudaDeviceCount();
 // Versions readable without a GPU: NCCL and the CUDA runtime.
 BackendInfo CudaLibraryInfo();
 
+// A fresh NCCL unique id (ncclGetUniqueId), as bytes: what rank 0 relays
+// through the coordinator in bootstrap mode.
+absl::StatusOr<std::string> NewNcclUniqueId();
+
 class CudaBackend : public CollectiveBackend {
  public:
   // Selects GPU `local_rank % CudaDeviceCount()`, creates the NCCL
   // communicator over all ranks of `control` (unique id broadcast through
-  // it). Every rank must call Create. `setup_s` receives the communicator
-  // setup time in seconds.
+  // it, or `relayed_id` from NewNcclUniqueId() when every rank has it
+  // already). Every rank must call Create. `setup_s` receives the
+  // communicator setup time in seconds.
   static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(
       Control& control, int local_rank, std::vector<Fault> faults,
-      double* setup_s);
+      double* setup_s, const std::string& relayed_id = "");
   ~CudaBackend() override;
 
   BackendInfo Info() const override;

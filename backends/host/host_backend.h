@@ -1,4 +1,5 @@
-// The CPU backend: every collective over MPI on host buffers.
+// The CPU backend: every collective on host buffers, over a HostComm (MPI,
+// or TCP for ranks bootstrapped through the coordinator).
 //
 // Runs every case without a GPU, which is how CI tests the whole pipeline.
 // Buffers follow backends/collective_layout.h and are verified with
@@ -7,16 +8,12 @@
 #ifndef RINGMASTER_BACKENDS_HOST_HOST_BACKEND_H_
 #define RINGMASTER_BACKENDS_HOST_HOST_BACKEND_H_
 
-#define OMPI_SKIP_MPICXX 1
-#include <mpi.h>
-
 #include <cstdint>
-#include <map>
-#include <utility>
 #include <vector>
 
 #include "backends/backend.h"
 #include "backends/collective_layout.h"
+#include "backends/host/host_comm.h"
 #include "core/faults.h"
 
 namespace ringmaster {
@@ -24,8 +21,7 @@ namespace ringmaster {
 class HostBackend : public CollectiveBackend {
  public:
   // `comm` must outlive the backend. `faults` are applied to this rank.
-  HostBackend(MPI_Comm comm, std::vector<Fault> faults);
-  ~HostBackend() override;
+  HostBackend(HostComm& comm, std::vector<Fault> faults);
   HostBackend(const HostBackend&) = delete;
   HostBackend& operator=(const HostBackend&) = delete;
 
@@ -42,7 +38,7 @@ class HostBackend : public CollectiveBackend {
   unsigned char* In();
   unsigned char* Out();
 
-  MPI_Comm comm_;
+  HostComm& comm_;
   int rank_ = 0;
   int nranks_ = 1;
   std::vector<Fault> faults_;
@@ -50,10 +46,7 @@ class HostBackend : public CollectiveBackend {
   CollectiveLayout layout_;
   int64_t elem_ = 4;
   bool prepared_ = false;
-  MPI_Datatype mpi_type_ = MPI_DATATYPE_NULL;
-  MPI_Op mpi_op_ = MPI_OP_NULL;
-  // User-defined ops for 16-bit floats by (dtype, op); freed at destruction.
-  std::map<std::pair<int, int>, MPI_Op> custom_ops_;
+  v1::ReduceOp op_ = v1::SUM;        // AVG runs as SUM, then a division
   std::vector<unsigned char> send_;  // or the one in-place buffer
   std::vector<unsigned char> recv_;
 };

@@ -8,32 +8,24 @@
 
 #include "absl/strings/str_format.h"
 #include "backends/host/blas.h"
-#include "backends/host/mpi_control.h"
 #include "core/names.h"
 #include "core/placement.h"
+#include "core/status_macros.h"
 #include "kernels/patterns.h"
 
 namespace ringmaster {
 namespace {
-
-constexpr int kTag = 4242;
-
-#define RM_MPI(call)                                            \
-  do {                                                          \
-    int rc_ = (call);                                           \
-    if (rc_ != MPI_SUCCESS) return MpiError(rc_, #call, rank_); \
-  } while (0)
 
 // The GEMM types the host backend computes (OpenBLAS sgemm).
 bool HostGemmType(v1::DataType t) { return t == v1::FLOAT32; }
 
 }  // namespace
 
-HostNodeBench::HostNodeBench(MPI_Comm comm, std::vector<Fault> faults)
-    : comm_(comm), faults_(std::move(faults)) {
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
-}
+HostNodeBench::HostNodeBench(HostComm& comm, std::vector<Fault> faults)
+    : comm_(comm),
+      faults_(std::move(faults)),
+      rank_(comm.rank()),
+      size_(comm.size()) {}
 
 bool HostNodeBench::Active() const {
   const v1::Case& c = case_;
@@ -75,8 +67,7 @@ absl::StatusOr<BenchSetup> HostNodeBench::Prepare(const v1::Case& c) {
   if ((c.bench() == v1::BENCH_P2P || c.bench() == v1::BENCH_LATENCY) &&
       size > INT_MAX) {
     return absl::UnimplementedError(absl::StrFormat(
-        "MPI messages here are at most %d bytes (one MPI_Send count)",
-        INT_MAX));
+        "messages here are at most %d bytes (one MPI count)", INT_MAX));
   }
   switch (c.bench()) {
     case v1::BENCH_HOST_DEVICE:
@@ -84,7 +75,7 @@ absl::StatusOr<BenchSetup> HostNodeBench::Prepare(const v1::Case& c) {
     case v1::BENCH_P2P:
       if (c.direction() == v1::READ) {
         return absl::UnimplementedError(
-            "the host backend measures MPI send/recv (write); reads need GPUs "
+            "the host backend measures send/recv (write); reads need GPUs "
             "(CUDA IPC)");
       }
       src_.assign(size, 0);
@@ -136,15 +127,16 @@ absl::StatusOr<BenchSetup> HostNodeBench::Prepare(const v1::Case& c) {
                             DataTypeName(c.dtype())));
       }
       if (blas_ == nullptr) {
-        const int local =
-            RanksOnHost(comm_);  // collective: before any early return
+        // Collective: before any early return.
+        auto local = comm_.RanksOnHost();
+        if (!local.ok()) return local.status();
         blas_ = LoadBlas();
         if (blas_ == nullptr) {
           return absl::UnimplementedError(
               "no BLAS library with cblas_sgemm here (libopenblas.so.0, "
               "libblas.so.3)");
         }
-        blas_name_ = ShareCores(*blas_, local);
+        blas_name_ = ShareCores(*blas_, *local);
       }
       const v1::GemmShape& g = c.gemm();
       a_.resize(g.m() * g.k());
@@ -202,41 +194,32 @@ absl::Status HostNodeBench::RunOps(int iters) {
         }
       }
       for (int it = 0; it < iters; ++it) {
-        std::vector<MPI_Request> reqs;
-        for (int peer : from) {
-          reqs.emplace_back();
-          RM_MPI(MPI_Irecv(dst_.data(), static_cast<int>(size), MPI_BYTE, peer,
-                           kTag, comm_, &reqs.back()));
-        }
-        for (int peer : to) {
-          reqs.emplace_back();
-          RM_MPI(MPI_Isend(src_.data(), static_cast<int>(size), MPI_BYTE, peer,
-                           kTag, comm_, &reqs.back()));
-        }
-        if (!reqs.empty()) {
-          RM_MPI(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(),
-                             MPI_STATUSES_IGNORE));
-        }
+        std::vector<SendOp> sends;
+        std::vector<RecvOp> recvs;
+        for (int peer : from) recvs.push_back(RecvOp{peer, dst_.data(), size});
+        for (int peer : to) sends.push_back(SendOp{peer, src_.data(), size});
+        RM_RETURN_IF_ERROR(comm_.Exchange(sends, recvs));
       }
-      for (int peer : from)
-        RM_MPI(MPI_Send(nullptr, 0, MPI_BYTE, peer, kTag + 1, comm_));
-      for (int peer : to) {
-        RM_MPI(MPI_Recv(nullptr, 0, MPI_BYTE, peer, kTag + 1, comm_,
-                        MPI_STATUS_IGNORE));
-      }
+      // One-byte acknowledgements (TCP has no empty messages).
+      char ack_out = 1;
+      std::vector<char> ack_in(to.size());
+      std::vector<SendOp> acks;
+      std::vector<RecvOp> acked;
+      for (int peer : from) acks.push_back(SendOp{peer, &ack_out, 1});
+      for (size_t i = 0; i < to.size(); ++i)
+        acked.push_back(RecvOp{to[i], &ack_in[i], 1});
+      RM_RETURN_IF_ERROR(comm_.Exchange(acks, acked));
       return absl::OkStatus();
     }
     case v1::BENCH_LATENCY: {
       const int n = static_cast<int>(size);
       for (int it = 0; it < iters; ++it) {
         if (rank_ == c.src_rank()) {
-          RM_MPI(MPI_Send(src_.data(), n, MPI_BYTE, c.dst_rank(), kTag, comm_));
-          RM_MPI(MPI_Recv(dst_.data(), n, MPI_BYTE, c.dst_rank(), kTag, comm_,
-                          MPI_STATUS_IGNORE));
+          RM_RETURN_IF_ERROR(comm_.Send(src_.data(), n, c.dst_rank()));
+          RM_RETURN_IF_ERROR(comm_.Recv(dst_.data(), n, c.dst_rank()));
         } else if (rank_ == c.dst_rank()) {
-          RM_MPI(MPI_Recv(dst_.data(), n, MPI_BYTE, c.src_rank(), kTag, comm_,
-                          MPI_STATUS_IGNORE));
-          RM_MPI(MPI_Send(dst_.data(), n, MPI_BYTE, c.src_rank(), kTag, comm_));
+          RM_RETURN_IF_ERROR(comm_.Recv(dst_.data(), n, c.src_rank()));
+          RM_RETURN_IF_ERROR(comm_.Send(dst_.data(), n, c.src_rank()));
         }
       }
       return absl::OkStatus();
@@ -277,7 +260,7 @@ absl::Status HostNodeBench::RunOps(int iters) {
 
 absl::StatusOr<double> HostNodeBench::TimeOps(int iters) {
   // Every rank starts together; idle ranks wait at the barrier only.
-  RM_MPI(MPI_Barrier(comm_));
+  RM_RETURN_IF_ERROR(comm_.Barrier());
   auto t0 = std::chrono::steady_clock::now();
   if (absl::Status s = RunOps(iters); !s.ok()) return s;
   double secs =

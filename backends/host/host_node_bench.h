@@ -1,17 +1,15 @@
 // Node benchmarks on the host backend, so every case runs without GPUs:
-// memcpy and STREAM-style triad bandwidth, MPI point-to-point bandwidth
+// memcpy and STREAM-style triad bandwidth, point-to-point bandwidth
 // and ping-pong latency between ranks, and CPU GEMM through OpenBLAS.
 #ifndef RINGMASTER_BACKENDS_HOST_HOST_NODE_BENCH_H_
 #define RINGMASTER_BACKENDS_HOST_HOST_NODE_BENCH_H_
-
-#define OMPI_SKIP_MPICXX 1
-#include <mpi.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/host/blas.h"
+#include "backends/host/host_comm.h"
 #include "backends/node_bench.h"
 #include "core/faults.h"
 
@@ -21,7 +19,7 @@ class HostNodeBench : public NodeBench {
  public:
   // `faults`: RINGMASTER_FAULT's corrupt:rank=N flips a received byte (or
   // a computed element) on rank N before verification, to prove it fails.
-  HostNodeBench(MPI_Comm comm, std::vector<Fault> faults);
+  HostNodeBench(HostComm& comm, std::vector<Fault> faults);  // `comm` outlives
   absl::StatusOr<BenchSetup> Prepare(const v1::Case& c) override;
   absl::StatusOr<double> TimeOps(int iters) override;
   absl::StatusOr<int64_t> Verify() override;
@@ -32,7 +30,7 @@ class HostNodeBench : public NodeBench {
   bool Active() const;
   void Fill();
 
-  MPI_Comm comm_;
+  HostComm& comm_;
   std::vector<Fault> faults_;
   int rank_ = 0;
   int size_ = 1;

@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_format.h"
 #include "backends/host/blas.h"
-#include "backends/host/mpi_control.h"
 #include "core/names.h"
 #include "core/training.h"
 
@@ -14,18 +13,10 @@ namespace {
 
 double Now() { return MonotonicSeconds(); }
 
-#define RM_MPI(call)                                            \
-  do {                                                          \
-    int rc_ = (call);                                           \
-    if (rc_ != MPI_SUCCESS) return MpiError(rc_, #call, rank_); \
-  } while (0)
-
 }  // namespace
 
-HostTrainer::HostTrainer(MPI_Comm comm) : comm_(comm) {
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
-}
+HostTrainer::HostTrainer(HostComm& comm)
+    : comm_(comm), rank_(comm.rank()), size_(comm.size()) {}
 
 absl::Status HostTrainer::Prepare(const v1::Case& c, int64_t batch,
                                   int64_t first_sample) {
@@ -36,15 +27,16 @@ absl::Status HostTrainer::Prepare(const v1::Case& c, int64_t batch,
   }
   if (c.train().comm() == "ce") {
     return absl::UnimplementedError(
-        "comm: ce reduces through GPU copy engines; the host uses MPI");
+        "comm: ce reduces through GPU copy engines; not on the host");
   }
-  const int local = RanksOnHost(comm_);
+  auto local = comm_.RanksOnHost();
+  if (!local.ok()) return local.status();
   const Blas* blas = LoadBlas();
   if (blas == nullptr) {
     return absl::UnimplementedError(
         "no BLAS library with cblas_sgemm here (libopenblas.so.0)");
   }
-  describe_ = "cpu (" + ShareCores(*blas, local) + ")";
+  describe_ = "cpu (" + ShareCores(*blas, *local) + ")";
   spec_ = c.train();
   batch_ = batch;
   step_ = 0;
@@ -109,16 +101,16 @@ absl::StatusOr<StepTiming> HostTrainer::Step() {
   }
   // Backward, last layer first; a bucket's all-reduce starts once its last
   // layer's gradient exists (with overlap), progressed between layers.
-  std::vector<MPI_Request> reqs;
+  std::vector<std::unique_ptr<HostComm::Request>> reqs;
   double comm_busy_from = 0;
   size_t next_bucket = 0;
   auto start_bucket = [&](const std::vector<int>& bucket) -> absl::Status {
     int lo = *std::min_element(bucket.begin(), bucket.end());
     int64_t n = static_cast<int64_t>(bucket.size()) * H * H;
-    reqs.emplace_back();
-    RM_MPI(MPI_Iallreduce(
-        MPI_IN_PLACE, &grad_[static_cast<int64_t>(lo) * H * H],
-        static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_, &reqs.back()));
+    auto req = comm_.StartAllReduce(&grad_[static_cast<int64_t>(lo) * H * H], n,
+                                    v1::FLOAT32, v1::SUM);
+    if (!req.ok()) return req.status();
+    reqs.push_back(std::move(*req));
     if (comm_busy_from == 0) comm_busy_from = Now();
     return absl::OkStatus();
   };
@@ -145,8 +137,7 @@ absl::StatusOr<StepTiming> HostTrainer::Step() {
         if (auto s = start_bucket(buckets_[next_bucket++]); !s.ok()) return s;
       }
       for (auto& r : reqs) {  // progress the ones in flight
-        int done = 0;
-        RM_MPI(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+        if (auto done = r->Test(); !done.ok()) return done.status();
       }
       t.comm_in_backward_s += Now() - comm_from;
     }
@@ -157,8 +148,9 @@ absl::StatusOr<StepTiming> HostTrainer::Step() {
     while (next_bucket < buckets_.size()) {
       if (auto s = start_bucket(buckets_[next_bucket++]); !s.ok()) return s;
     }
-    RM_MPI(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(),
-                       MPI_STATUSES_IGNORE));
+    for (auto& r : reqs) {
+      if (auto s = r->Wait(); !s.ok()) return s;
+    }
   }
   t.comm_done_at = Now();
   t.comm_busy_s = comm_busy_from > 0 ? t.comm_done_at - comm_busy_from : 0;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Generated Kubernetes manifests: each golden file is what `ringmaster
 # launch-spec` prints for its arguments (in a fixed environment), and every
-# golden file validates against the MPIJob CRD schema.
+# golden file and deploy/k8s manifest validates (tests/k8s/validate.py).
 #   tests/k8s/check.sh BIN_DIR            # check
 #   UPDATE=1 tests/k8s/check.sh BIN_DIR   # rewrite the golden files
 set -euo pipefail
@@ -37,6 +37,17 @@ generate mpijob-quickstart-1x2.yaml --launcher k8s-mpijob --np 2 \
   --coordinator 10.0.0.5:7450 --job 20261201-000000-123456 \
   plans/quickstart.yaml
 
+generate job-collectives-2x8.yaml --launcher k8s-job --np 16 \
+  --ranks-per-node 8 --gpus-per-node 8 \
+  --image registry.example/ringmaster-worker:0.1 \
+  --coordinator ringmaster.ringmaster.svc:7450 \
+  --job 20261201-000000-abcdef plans/collectives.yaml
+generate job-quickstart-2x1.yaml --launcher k8s-job --np 2 --tls-ca-secret ringmaster-ca \
+  --ranks-per-node 1 --gpus-per-node 1 --namespace benchmarks \
+  --image registry.example/ringmaster-worker:0.1 \
+  --coordinator 10.0.0.5:7450 --job 20261201-000000-123456 \
+  plans/quickstart.yaml
+
 python3 "$here/validate.py" "$here/schemas/kubeflow.org_mpijobs.yaml" \
-  "$here"/golden/*.yaml || status=1
+  "$here"/golden/*.yaml "$root"/deploy/k8s/*.yaml || status=1
 exit "$status"

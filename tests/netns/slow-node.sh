@@ -55,7 +55,8 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 client=(--coordinator "$addr" --tls-ca "$work/ca.pem" --token-file "$work/data/admin.token")
-job=$("$bin/ringmaster" submit "${client[@]}" --np 8 --backend host \
+# No --np: the plan places 4 nodes x 2 ranks.
+job=$("$bin/ringmaster" submit "${client[@]}" --backend host \
   "$root/tests/plans/multinode.yaml" | tail -1)
 echo "job $job"
 if ! timeout 300 "$bin/ringmaster" watch "${client[@]}" "$job"; then
@@ -72,8 +73,24 @@ status=0
 for n in node1 node2 node3 node4; do
   grep -q "\"$n\"" "$work/results.jsonl" || { echo "FAIL: no result names $n"; status=1; }
 done
-if ! grep '"spec_name":"allreduce"' "$work/results.jsonl" | grep -q '"nranks":8'; then
-  echo "FAIL: no 8-rank all-reduce result"
+# The all-reduce spanned all 8 ranks; the node ladder ran on 1, 2 and 4
+# nodes (2, 4 and 8 ranks); ranks are node-major (rank r on node r/2+1).
+if ! python3 - "$work/results.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+ok = True
+def ranks_of(spec):
+    return sorted({r.get("nranks", 0) for r in rows if r["case"]["spec_name"] == spec})
+if 8 not in ranks_of("allreduce"):
+    print("FAIL: no 8-rank all-reduce result"); ok = False
+if ranks_of("allreduce_nodes") != [2, 4, 8]:
+    print(f"FAIL: node ladder rungs {ranks_of('allreduce_nodes')}, expected [2, 4, 8]"); ok = False
+hosts = next(r for r in rows if r["case"]["spec_name"] == "allreduce")["provenance"]["hosts"]
+if hosts != [f"node{r // 2 + 1}" for r in range(8)]:
+    print(f"FAIL: ranks are not node-major: {hosts}"); ok = False
+sys.exit(0 if ok else 1)
+PY
+then
   status=1
 fi
 verdict=$(grep "^# slow node" "$work/results.txt" | head -1)
