@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "cli/model_commands.h"
 #include "cli/run_command.h"
 #include "cli/service_commands.h"
 #include "core/build_info.h"
@@ -74,6 +75,51 @@ int main(int argc, char** argv) {
   validate->add_option("plan", validate_path, "Plan file (YAML)")->required();
 
   auto* version = app.add_subcommand("version", "Print the version and build");
+
+  // The machine and the model.
+  ringmaster::TopoOptions topo_opts;
+  auto* topo = app.add_subcommand(
+      "topo",
+      "Detect this machine: CPUs and NUMA nodes (hwloc), NICs, GPUs with "
+      "their NVLink and PCIe links, and each path's speed of light");
+  topo->add_option("--format", topo_opts.format,
+                   "text, or yaml (the topology schema of topologies/)")
+      ->check(CLI::IsMember({"text", "yaml"}))
+      ->capture_default_str();
+  topo->add_option("--worker", topo_opts.worker,
+                   "ringmaster-worker for the GPU probe (default: beside "
+                   "this binary)");
+  ringmaster::PredictOptions predict_opts;
+  auto* predict = app.add_subcommand(
+      "predict",
+      "Predict a plan's collectives on a described system "
+      "(topologies/*.yaml), or calibrate the model on measured results");
+  predict->add_option("plan", predict_opts.plan, "Plan to predict (YAML)");
+  predict->add_option("--topology", predict_opts.topology, "Topology file")
+      ->required()
+      ->check(CLI::ExistingFile);
+  predict->add_option("--nodes", predict_opts.nodes,
+                      "Nodes (default: the topology's)")
+      ->check(CLI::Range(1, 100000));
+  predict->add_option("--sizes", predict_opts.sizes,
+                      "MIN:MAX: powers of two instead of the plan's sizes");
+  predict->add_option("--calibrate", predict_opts.calibrate,
+                      "Results (JSON Lines) to fit the model on first")
+      ->check(CLI::ExistingFile);
+  predict->add_option("--min-size", predict_opts.min_size,
+                      "Calibrate on sizes of at least this much")
+      ->capture_default_str();
+  predict->add_option("--holdout", predict_opts.holdout,
+                      "Leave every k-th size out of the fit and report the "
+                      "error there")
+      ->check(CLI::Range(2, 100));
+  predict->add_option("--params-out", predict_opts.params_out,
+                      "Write the fitted model parameters (YAML) here");
+  predict->add_option("--summary", predict_opts.summary_out,
+                      "Write the figures (JSON) here");
+  predict->add_option("--format", predict_opts.format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
 
   // The coordinator as a service.
   ringmaster::ServeOptions serve_opts;
@@ -339,6 +385,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (validate->parsed()) return ringmaster::ValidateCommand(validate_path);
+  if (topo->parsed()) return ringmaster::TopoCommand(topo_opts);
+  if (predict->parsed()) {
+    if (predict_opts.plan.empty() && predict_opts.calibrate.empty()) {
+      std::cerr << "ringmaster: error: predict needs a plan, --calibrate "
+                   "results, or both\n";
+      return ringmaster::kExitUsage;
+    }
+    return ringmaster::PredictCommand(predict_opts);
+  }
   if (serve->parsed()) return ringmaster::ServeCommand(serve_opts);
   if (submit->parsed())
     return ringmaster::SubmitCommand(client_opts, submit_opts);

@@ -1,5 +1,8 @@
 # Finds every dependency once; targets are used by the folders below.
 find_package(Threads REQUIRED)
+# hwloc (CPU packages, cores, NUMA nodes) for `ringmaster topo`.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
 # Debian 12's protobuf ships no CMake config: module mode (BUILD-NOTES.md).
 find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)

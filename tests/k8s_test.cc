@@ -56,15 +56,6 @@ Cluster FakeCluster(const std::string& name) {
   return c;
 }
 
-v1::SubmitPlanRequest Plan(const std::string& path, int np) {
-  v1::SubmitPlanRequest req;
-  req.set_plan_yaml(testing::ReadFile(path));
-  req.set_plan_name(path);
-  req.set_nranks(np);
-  req.set_backend("host");
-  return req;
-}
-
 // Every result of a run (`ringmaster run --out DIR`), from its JSON Lines.
 std::vector<v1::Result> ReadJsonl(const std::string& out_dir) {
   std::vector<v1::Result> rows;
@@ -113,7 +104,9 @@ TEST(K8sLaunch, IndexedJobPodsBootstrapWithoutMpiAndMatchMpiResults) {
   v1::SubmitPlanResponse sub;
   {
     auto ctx = Ctx(admin);
-    ASSERT_TRUE(stub->SubmitPlan(ctx.get(), Plan(plan, 4), &sub).ok());
+    ASSERT_TRUE(
+        stub->SubmitPlan(ctx.get(), testing::HostSubmission(plan, 4), &sub)
+            .ok());
   }
   const std::string job_id = sub.job().job_id();
   v1::Job done =
@@ -220,10 +213,11 @@ TEST(K8sLaunch, CancelDeletesTheJobAndItsPodsEnd) {
   v1::SubmitPlanResponse sub;
   {
     auto ctx = Ctx(admin);
-    ASSERT_TRUE(
-        stub->SubmitPlan(ctx.get(),
-                         Plan(testing::PlanPath("service-long.yaml"), 2), &sub)
-            .ok());
+    ASSERT_TRUE(stub->SubmitPlan(ctx.get(),
+                                 testing::HostSubmission(
+                                     testing::PlanPath("service-long.yaml"), 2),
+                                 &sub)
+                    .ok());
   }
   const std::string job_id = sub.job().job_id();
   const std::string name = "ringmaster-" + job_id + "-1";

@@ -199,6 +199,15 @@ std::string PlanPath(const std::string& name) {
   return std::string(RINGMASTER_SOURCE_DIR) + "/tests/plans/" + name;
 }
 
+v1::SubmitPlanRequest HostSubmission(const std::string& path, int np) {
+  v1::SubmitPlanRequest req;
+  req.set_plan_yaml(ReadFile(path));
+  req.set_plan_name(path);
+  req.set_nranks(np);
+  req.set_backend("host");
+  return req;
+}
+
 std::string ReadPlan(const std::string& path) { return ReadFile(path); }
 
 double Percentile(std::vector<double> v, double p) {

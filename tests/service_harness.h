@@ -71,6 +71,9 @@ v1::Job WaitTerminal(v1::Coordinator::Stub& stub, const std::string& token,
                      const std::string& job_id, absl::Duration timeout);
 
 std::string PlanPath(const std::string& name);  // tests/plans/NAME
+
+// A submission of the plan file at `path` on `np` host ranks.
+v1::SubmitPlanRequest HostSubmission(const std::string& path, int np);
 std::string ReadPlan(const std::string& path);
 
 // The n-th percentile (0..100) of `v` (copied and sorted).

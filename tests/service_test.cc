@@ -40,11 +40,7 @@ double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
 v1::SubmitPlanRequest SubmitRequest(const std::string& plan_file, int np,
                                     const std::string& request_id = "") {
-  v1::SubmitPlanRequest req;
-  req.set_plan_yaml(testing::ReadPlan(plan_file));
-  req.set_plan_name(plan_file);
-  req.set_nranks(np);
-  req.set_backend("host");
+  v1::SubmitPlanRequest req = testing::HostSubmission(plan_file, np);
   req.set_request_id(request_id);
   return req;
 }

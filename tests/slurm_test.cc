@@ -64,15 +64,6 @@ class SlurmEnvironment : public ::testing::Environment {
 const auto* const kEnv =
     ::testing::AddGlobalTestEnvironment(new SlurmEnvironment);
 
-v1::SubmitPlanRequest Plan(const std::string& path, int np) {
-  v1::SubmitPlanRequest req;
-  req.set_plan_yaml(testing::ReadFile(path));
-  req.set_plan_name(path);
-  req.set_nranks(np);
-  req.set_backend("host");
-  return req;
-}
-
 TEST(SlurmLaunch, TwoRanksUnderSrunPmixSucceedAndCancelGoesThroughScancel) {
   if (!g_skip.empty()) GTEST_SKIP() << g_skip;
   const std::string data = testing::ScratchDir("slurm-serve");
@@ -88,9 +79,10 @@ TEST(SlurmLaunch, TwoRanksUnderSrunPmixSucceedAndCancelGoesThroughScancel) {
   {
     auto ctx = Ctx(admin);
     ASSERT_TRUE(stub->SubmitPlan(ctx.get(),
-                                 Plan(std::string(RINGMASTER_SOURCE_DIR) +
-                                          "/plans/quickstart.yaml",
-                                      2),
+                                 testing::HostSubmission(
+                                     std::string(RINGMASTER_SOURCE_DIR) +
+                                         "/plans/quickstart.yaml",
+                                     2),
                                  &a)
                     .ok());
   }
@@ -124,10 +116,11 @@ TEST(SlurmLaunch, TwoRanksUnderSrunPmixSucceedAndCancelGoesThroughScancel) {
   v1::SubmitPlanResponse b;
   {
     auto ctx = Ctx(admin);
-    ASSERT_TRUE(
-        stub->SubmitPlan(ctx.get(),
-                         Plan(testing::PlanPath("service-long.yaml"), 2), &b)
-            .ok());
+    ASSERT_TRUE(stub->SubmitPlan(ctx.get(),
+                                 testing::HostSubmission(
+                                     testing::PlanPath("service-long.yaml"), 2),
+                                 &b)
+                    .ok());
   }
   absl::Time give_up = absl::Now() + absl::Seconds(60);
   int64_t slurm_id = 0;

@@ -50,6 +50,7 @@
 #ifdef RINGMASTER_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_node_bench.h"
+#include "backends/cuda/cuda_topology.h"
 #include "backends/cuda/cuda_trainer.h"
 #endif
 
@@ -87,7 +88,17 @@ std::map<std::string, std::string> NcclEnv() {
   return env;
 }
 
-int Probe() {
+int Probe(bool topology) {
+  if (topology) {
+#ifdef RINGMASTER_HAVE_CUDA
+    std::cout << DescribeGpusJson() << std::endl;
+#else
+    std::cout << R"({"devices": [], "pairs": [], "note": "this worker was )"
+                 R"(built without the CUDA backend"})"
+              << std::endl;
+#endif
+    return 0;
+  }
   nlohmann::json out;
   out["gpus"] = GpuCount();
 #ifdef RINGMASTER_HAVE_CUDA
@@ -707,8 +718,11 @@ int main(int argc, char** argv) {
   run->allow_extras();  // MPI may append its own arguments
   auto* probe =
       app.add_subcommand("probe", "Print GPUs and library versions as JSON");
+  bool probe_topology = false;
+  probe->add_flag("--topology", probe_topology,
+                  "Describe the GPUs and their links instead (ringmaster topo)");
   CLI11_PARSE(app, argc, argv);
-  if (probe->parsed()) return ringmaster::Probe();
+  if (probe->parsed()) return ringmaster::Probe(probe_topology);
   if (args.local_ranks > 1) {
     if (!args.bootstrap) {
       spdlog::error(

@@ -251,6 +251,20 @@ struct TcpMesh {
 
 namespace {
 
+// A non-blocking call that did not move data this time.
+bool WouldBlock() {
+  return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+}
+
+// `n` bytes of the queue's first message moved; drops it once done.
+template <typename Queue>
+void Consume(Queue* queue, ssize_t n) {
+  auto& [ptr, left] = queue->front();
+  ptr += n;
+  left -= n;
+  if (left == 0) queue->pop_front();
+}
+
 // One channel of a communicator: what the algorithms below run on.
 struct Link {
   TcpMesh* mesh;
@@ -350,32 +364,26 @@ absl::Status Link::Exchange(std::span<const SendOp> sends,
               "TCP: %s closed the connection (it exited or failed)",
               Describe(p)));
         }
-        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-            errno != EINTR) {
+        if (r < 0 && !WouldBlock()) {
           return absl::UnavailableError(absl::StrFormat(
               "TCP: receive from %s: %s", Describe(p), std::strerror(errno)));
         }
         if (r > 0) {
           progressed = true;
-          ptr += r;
-          left -= r;
-          if (left == 0) pending[p].in.pop_front();
+          Consume(&pending[p].in, r);
         }
       }
       if ((re & (POLLOUT | POLLERR)) && !pending[p].out.empty()) {
         auto& [ptr, left] = pending[p].out.front();
         ssize_t w = send(fd, ptr, static_cast<size_t>(std::min(left, kMaxIo)),
                          MSG_NOSIGNAL);
-        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-            errno != EINTR) {
+        if (w < 0 && !WouldBlock()) {
           return absl::UnavailableError(absl::StrFormat(
               "TCP: send to %s: %s", Describe(p), std::strerror(errno)));
         }
         if (w > 0) {
           progressed = true;
-          ptr += w;
-          left -= w;
-          if (left == 0) pending[p].out.pop_front();
+          Consume(&pending[p].out, w);
         }
       }
       if (!progressed && (re & (POLLHUP | POLLERR | POLLNVAL))) {

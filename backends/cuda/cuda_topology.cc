@@ -1,0 +1,72 @@
+#include "backends/cuda/cuda_topology.h"
+
+#include <cuda_runtime_api.h>
+
+#include "backends/cuda/nvml.h"
+#include "core/placement.h"
+#include "nlohmann/json.hpp"
+
+namespace ringmaster {
+namespace {
+
+// NVML's nvmlNvlinkVersion_t (1_0, 2_0, 2_2, 3_0, 3_1, 4_0, 5_0 as 1..7) as
+// the NVLink generation.
+int NvlinkGeneration(unsigned code) {
+  static const int kGeneration[] = {0, 1, 2, 2, 3, 3, 4, 5};
+  return code < sizeof kGeneration / sizeof kGeneration[0] ? kGeneration[code]
+                                                           : 0;
+}
+
+}  // namespace
+
+std::string DescribeGpusJson() {
+  nlohmann::json out;
+  out["devices"] = nlohmann::json::array();
+  out["pairs"] = nlohmann::json::array();
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    out["note"] = std::string("the CUDA driver reports \"") +
+                  cudaGetErrorString(err) + "\"";
+    cudaGetLastError();
+    return out.dump();
+  }
+  std::vector<std::string> bus(n);
+  for (int d = 0; d < n; ++d) {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) continue;
+    char id[32] = {};
+    cudaDeviceGetPCIBusId(id, sizeof id, d);
+    bus[d] = id;
+    nlohmann::json dev = {{"index", d},
+                          {"name", prop.name},
+                          {"bus_id", bus[d]},
+                          {"memory_gib", prop.totalGlobalMem / double(1 << 30)},
+                          {"sm_count", prop.multiProcessorCount},
+                          {"numa_node", PciNumaNode(bus[d])}};
+    if (auto link = NvmlPcieMaxLink(bus[d])) {
+      dev["pcie_generation"] = link->first;
+      dev["pcie_width"] = link->second;
+    }
+    out["devices"].push_back(dev);
+  }
+  unsigned generation = 0;
+  for (int a = 0; a < n; ++a) {
+    for (int b = a + 1; b < n; ++b) {
+      int p2p = 0;
+      cudaDeviceCanAccessPeer(&p2p, a, b);
+      nlohmann::json pair = {{"a", a}, {"b", b}, {"p2p", p2p != 0}};
+      if (auto nv = NvmlNvlink(bus[a], bus[b])) {
+        pair["nvlink_links"] = nv->links_to_peer;
+        if (nv->links_to_peer > 0) generation = std::max(generation, nv->version);
+      }
+      out["pairs"].push_back(pair);
+    }
+  }
+  out["nvlink_generation"] = NvlinkGeneration(generation);
+  out["nvml_nvlink_version"] = generation;
+  if (n == 0) out["note"] = "no GPU found (0 CUDA devices)";
+  return out.dump();
+}
+
+}  // namespace ringmaster

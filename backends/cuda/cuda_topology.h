@@ -1,0 +1,18 @@
+// What the GPUs of this machine are and how they connect, for
+// `ringmaster topo` (through `ringmaster-worker probe --topology`).
+#ifndef RINGMASTER_BACKENDS_CUDA_CUDA_TOPOLOGY_H_
+#define RINGMASTER_BACKENDS_CUDA_CUDA_TOPOLOGY_H_
+
+#include <string>
+
+namespace ringmaster {
+
+// JSON: {"devices": [{index, name, bus_id, memory_gib, numa_node,
+// pcie_generation, pcie_width}], "pairs": [{a, b, p2p, nvlink_links}],
+// "nvlink_generation", "note"}. No GPU: empty devices and the driver's
+// answer in "note".
+std::string DescribeGpusJson();
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_BACKENDS_CUDA_CUDA_TOPOLOGY_H_

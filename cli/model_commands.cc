@@ -1,0 +1,467 @@
+#include "cli/model_commands.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <hwloc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "cli/run_command.h"
+#include "coordinator/launcher.h"
+#include "core/names.h"
+#include "core/plan.h"
+#include "core/sweep.h"
+#include "core/topology.h"
+#include "core/units.h"
+#include "core/yaml_proto.h"
+#include "nlohmann/json.hpp"
+
+namespace ringmaster {
+namespace {
+
+namespace fs = std::filesystem;
+
+int Fail(const std::string& message, int code = kExitUsage) {
+  std::cerr << "ringmaster: error: " << message << "\n";
+  return code;
+}
+
+std::string ReadSysFile(const fs::path& p) {
+  std::ifstream in(p);
+  std::string s;
+  std::getline(in, s);
+  return std::string(absl::StripAsciiWhitespace(s));
+}
+
+// ---------------------------------------------------------------- topo
+
+struct NumaNode {
+  int index = 0;
+  std::string cpus;
+  double memory_gib = 0;
+};
+struct CpuTopology {
+  int packages = 0, cores = 0, pus = 0;
+  std::vector<NumaNode> numa;
+};
+
+// CPU packages, cores, hardware threads and NUMA nodes through hwloc.
+CpuTopology DetectCpu() {
+  CpuTopology c;
+  hwloc_topology_t topo;
+  if (hwloc_topology_init(&topo) != 0) return c;
+  if (hwloc_topology_load(topo) != 0) {
+    hwloc_topology_destroy(topo);
+    return c;
+  }
+  c.packages = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
+  c.cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+  c.pus = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
+  const int n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
+  for (int i = 0; i < n; ++i) {
+    hwloc_obj_t obj = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, i);
+    NumaNode node;
+    node.index = static_cast<int>(obj->os_index);
+    char* list = nullptr;
+    if (hwloc_bitmap_list_asprintf(&list, obj->cpuset) >= 0 && list) {
+      node.cpus = list;
+      free(list);
+    }
+    node.memory_gib = obj->attr->numanode.local_memory / double(1 << 30);
+    c.numa.push_back(node);
+  }
+  hwloc_topology_destroy(topo);
+  return c;
+}
+
+struct Nic {
+  std::string name, kind;
+  double gbit_s = 0;  // 0: unknown (link down or virtual)
+};
+
+// Network ports: InfiniBand/RoCE devices from /sys/class/infiniband, the
+// rest from /sys/class/net (physical devices only).
+std::vector<Nic> DetectNics() {
+  std::vector<Nic> nics;
+  std::error_code ec;
+  std::set<std::string> rdma_netdevs;
+  for (const auto& dev : fs::directory_iterator("/sys/class/infiniband", ec)) {
+    for (const auto& port :
+         fs::directory_iterator(dev.path() / "ports", ec)) {
+      Nic nic;
+      nic.name = dev.path().filename().string() + "/" +
+                 port.path().filename().string();
+      const std::string layer = ReadSysFile(port.path() / "link_layer");
+      nic.kind = layer == "Ethernet" ? "roce" : "infiniband";
+      // "400 Gb/sec (4X NDR)"
+      double rate = 0;
+      if (absl::SimpleAtod(ReadSysFile(port.path() / "rate").substr(
+                               0, ReadSysFile(port.path() / "rate").find(' ')),
+                           &rate))
+        nic.gbit_s = rate;
+      nics.push_back(nic);
+    }
+    for (const auto& nd : fs::directory_iterator(dev.path() / "device" / "net", ec))
+      rdma_netdevs.insert(nd.path().filename().string());
+  }
+  for (const auto& dev : fs::directory_iterator("/sys/class/net", ec)) {
+    const std::string name = dev.path().filename().string();
+    if (name == "lo" || !fs::exists(dev.path() / "device")) continue;
+    if (rdma_netdevs.count(name)) continue;  // listed as its RDMA device
+    Nic nic;
+    nic.name = name;
+    nic.kind = "ethernet";
+    double mbit = 0;
+    if (absl::SimpleAtod(ReadSysFile(dev.path() / "speed"), &mbit) && mbit > 0)
+      nic.gbit_s = mbit / 1000;
+    nics.push_back(nic);
+  }
+  return nics;
+}
+
+std::string Hostname() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+std::string WorkerPath(const std::string& given) {
+  if (!given.empty()) return given;
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? "ringmaster-worker" : (self.parent_path() / "ringmaster-worker").string();
+}
+
+}  // namespace
+
+int TopoCommand(const TopoOptions& o) {
+  const CpuTopology cpu = DetectCpu();
+  const std::vector<Nic> nics = DetectNics();
+  // GPUs through the worker (it links CUDA and loads NVML).
+  nlohmann::json gpus = nlohmann::json::object();
+  std::string gpu_note;
+  auto probe = RunAndCapture({WorkerPath(o.worker), "probe", "--topology"},
+                             nullptr, absl::Seconds(60));
+  if (probe.ok() && probe->exit_code == 0) {
+    try {
+      gpus = nlohmann::json::parse(probe->out);
+    } catch (const std::exception& e) {
+      gpu_note = std::string("unreadable GPU probe: ") + e.what();
+    }
+  } else {
+    gpu_note = "the GPU probe (ringmaster-worker probe --topology) failed";
+  }
+  const auto& devices = gpus.value("devices", nlohmann::json::array());
+  if (gpu_note.empty() && devices.empty())
+    gpu_note = gpus.value("note", std::string("no GPU found"));
+
+  v1::Topology t;
+  t.set_id("detected-" + Hostname());
+  t.set_name(Hostname());
+  t.set_nodes(1);
+  v1::NodeSpec* node = t.mutable_node();
+  node->set_gpus(static_cast<int>(devices.size()));
+  if (!devices.empty()) {
+    const auto& d0 = devices[0];
+    node->mutable_gpu()->set_model(d0.value("name", ""));
+    node->mutable_gpu()->set_hbm_gib(d0.value("memory_gib", 0.0));
+    node->mutable_pcie()->set_generation(d0.value("pcie_generation", 0));
+    node->mutable_pcie()->set_width(d0.value("pcie_width", 0));
+    int links = 0;
+    for (const auto& p : gpus.value("pairs", nlohmann::json::array()))
+      links = std::max(links, p.value("nvlink_links", 0));
+    if (links > 0) {
+      node->mutable_nvlink()->set_generation(gpus.value("nvlink_generation", 0));
+      node->mutable_nvlink()->set_links(links);
+      // NVLink 3 and 4: 25 GB/s per link per direction (data rate).
+      node->mutable_nvlink()->set_link_gbps(25);
+    }
+  }
+  std::map<std::pair<std::string, double>, int> ports;
+  for (const Nic& n : nics)
+    if (n.gbit_s > 0) ++ports[{n.kind, n.gbit_s}];
+  for (const auto& [key, count] : ports) {
+    v1::NicSpec* nic = node->add_nics();
+    nic->set_kind(key.first);
+    nic->set_gbit_s(key.second);
+    nic->set_count(count);
+  }
+  if (o.format == "yaml") {
+    std::cout << "# ringmaster topo on " << Hostname()
+              << (gpu_note.empty() ? "" : " (" + gpu_note + ")") << "\n"
+              << MessageToYaml(t);
+    return kExitOk;
+  }
+  std::cout << absl::StrFormat("host %s\n", Hostname());
+  std::cout << absl::StrFormat(
+      "CPU: %d package(s), %d core(s), %d hardware thread(s); %d NUMA node(s)\n",
+      cpu.packages, cpu.cores, cpu.pus, cpu.numa.size());
+  for (const NumaNode& n : cpu.numa) {
+    std::cout << absl::StrFormat("  numa %d: cpus %s, %.1f GiB\n", n.index,
+                                 n.cpus, n.memory_gib);
+  }
+  std::cout << absl::StrFormat("NICs: %d\n", nics.size());
+  for (const Nic& n : nics) {
+    std::cout << absl::StrFormat(
+        "  %-16s %-10s %s\n", n.name, n.kind,
+        n.gbit_s > 0 ? absl::StrFormat("%g Gbit/s (%.1f GB/s per direction)",
+                                       n.gbit_s, n.gbit_s / 8)
+                     : "speed unknown (down or virtual)");
+  }
+  if (devices.empty()) {
+    std::cout << "GPUs: none found (" << gpu_note << ")\n";
+    return kExitOk;
+  }
+  std::cout << absl::StrFormat("GPUs: %d\n", devices.size());
+  for (const auto& d : devices) {
+    const double pcie = PcieGbps(d.value("pcie_generation", 0), d.value("pcie_width", 0));
+    std::cout << absl::StrFormat(
+        "  GPU%d %s  %s  %.0f GiB  numa %d  PCIe Gen%d x%d: %.1f GB/s per "
+        "direction\n",
+        d.value("index", 0), d.value("name", ""), d.value("bus_id", ""),
+        d.value("memory_gib", 0.0), d.value("numa_node", -1),
+        d.value("pcie_generation", 0), d.value("pcie_width", 0), pcie);
+  }
+  for (const auto& p : gpus.value("pairs", nlohmann::json::array())) {
+    const int links = p.value("nvlink_links", 0);
+    std::cout << absl::StrFormat(
+        "  GPU%d <-> GPU%d: %s\n", p.value("a", 0), p.value("b", 0),
+        links > 0
+            ? absl::StrFormat("NV%d (NVLink %d): %.0f GB/s per direction",
+                              links, gpus.value("nvlink_generation", 0),
+                              links * 25.0)
+            : std::string(p.value("p2p", false) ? "PCIe peer-to-peer"
+                                                : "no peer access (through host)"));
+  }
+  return kExitOk;
+}
+
+// ------------------------------------------------------------- predict
+
+namespace {
+
+// All-reduce medians of the default path (no variant) from JSON Lines
+// results; the node count from the hosts of the ranks.
+absl::Status ReadMeasurements(const std::vector<std::string>& files,
+                              std::vector<Measurement>* out, int* nranks,
+                              int* nodes) {
+  for (const std::string& path : files) {
+    std::ifstream in(path);
+    if (!in) return absl::NotFoundError(path + ": cannot read");
+    std::string line;
+    int lineno = 0;
+    while (std::getline(in, line)) {
+      ++lineno;
+      if (absl::StripAsciiWhitespace(line).empty()) continue;
+      v1::Result r;
+      google::protobuf::util::JsonParseOptions opts;
+      opts.ignore_unknown_fields = true;
+      if (!google::protobuf::util::JsonStringToMessage(line, &r, opts).ok()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s:%d: not a result (JSON Lines from ringmaster run --out or "
+            "ringmaster results --format jsonl)",
+            path, lineno));
+      }
+      if (r.status() != v1::OK || r.case_().bench() != v1::BENCH_COLLECTIVE ||
+          r.case_().collective() != v1::ALL_REDUCE || !r.case_().variant().empty() ||
+          r.stats().median_s() <= 0)
+        continue;
+      if (*nranks == 0) {
+        *nranks = r.nranks();
+        std::set<std::string> hosts(r.provenance().hosts().begin(),
+                                    r.provenance().hosts().end());
+        *nodes = std::max<int>(1, hosts.size());
+      }
+      if (r.nranks() != *nranks) continue;  // one rank count per calibration
+      out->push_back({v1::ALL_REDUCE, r.case_().size_bytes(), r.nranks(),
+                      r.stats().median_s()});
+    }
+  }
+  if (out->empty())
+    return absl::InvalidArgumentError("no successful all-reduce results to fit");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int PredictCommand(const PredictOptions& o) {
+  auto topo = LoadTopology(o.topology);
+  if (!topo.ok()) return Fail(std::string(topo.status().message()));
+  v1::Topology t = *topo;
+  int nodes = o.nodes > 0 ? o.nodes : std::max(1, t.nodes());
+  nlohmann::json summary;
+  summary["topology"] = t.id();
+
+  if (!o.calibrate.empty()) {
+    std::vector<Measurement> all;
+    int nranks = 0, measured_nodes = 1;
+    if (auto s = ReadMeasurements(o.calibrate, &all, &nranks, &measured_nodes);
+        !s.ok())
+      return Fail(std::string(s.message()));
+    if (nranks != measured_nodes * t.node().gpus()) {
+      return Fail(absl::StrFormat(
+          "the results ran on %d rank(s) over %d node(s); the topology %s has "
+          "%d GPU(s) per node",
+          nranks, measured_nodes, t.id(), t.node().gpus()));
+    }
+    auto min_bytes = ParseSizeBytes(o.min_size);
+    if (!min_bytes.ok()) return Fail("--min-size: " + std::string(min_bytes.status().message()));
+    // Distinct sizes >= the minimum; every k-th is held out.
+    std::set<int64_t> sizes;
+    for (const auto& m : all)
+      if (m.size_bytes >= *min_bytes) sizes.insert(m.size_bytes);
+    std::set<int64_t> held;
+    int i = 0;
+    for (int64_t s : sizes) {
+      if (o.holdout > 0 && i % o.holdout == o.holdout - 1) held.insert(s);
+      ++i;
+    }
+    std::vector<Measurement> fit_points;
+    for (const auto& m : all)
+      if (m.size_bytes >= *min_bytes && !held.count(m.size_bytes))
+        fit_points.push_back(m);
+    auto params = Calibrate(t, measured_nodes, fit_points, *min_bytes);
+    if (!params.ok()) return Fail(std::string(params.status().message()));
+    *t.mutable_model() = *params;
+    std::cout << absl::StrFormat(
+        "# calibration on %s: %d rank(s), %d node(s), %d point(s) >= %s, %d "
+        "size(s) held out\n# %s\n",
+        absl::StrJoin(o.calibrate, ", "), nranks, measured_nodes,
+        fit_points.size(), FormatBytes(*min_bytes), held.size(),
+        params->source());
+    std::cout << "#        size   measured (us)  predicted (us)   rel err  held out\n";
+    double worst_held = 0, worst_fit = 0;
+    std::map<int64_t, std::vector<double>> by_size;
+    for (const auto& m : all)
+      if (m.size_bytes >= *min_bytes) by_size[m.size_bytes].push_back(m.time_s);
+    for (const auto& [size, times] : by_size) {
+      std::vector<double> v = times;
+      std::sort(v.begin(), v.end());
+      const double measured = v[v.size() / 2];
+      auto p = PredictCollective(t, measured_nodes, v1::ALL_REDUCE, size);
+      if (!p.ok()) return Fail(std::string(p.status().message()));
+      const double rel = (p->time_s - measured) / measured;
+      const bool is_held = held.count(size) > 0;
+      (is_held ? worst_held : worst_fit) =
+          std::max(is_held ? worst_held : worst_fit, std::abs(rel));
+      std::cout << absl::StrFormat("%13s %15.2f %15.2f %+9.3f  %s\n",
+                                   FormatBytes(size), measured * 1e6,
+                                   p->time_s * 1e6, rel, is_held ? "yes" : "");
+    }
+    std::cout << absl::StrFormat(
+        "# max |rel err|: %.3f on held-out sizes, %.3f on fitted sizes\n",
+        worst_held, worst_fit);
+    summary["model_allreduce_max_rel_err_ge1MiB"] =
+        held.empty() ? worst_fit : worst_held;
+    summary["model_allreduce_max_rel_err_fitted"] = worst_fit;
+    summary["calibrated_points"] = fit_points.size();
+    summary["held_out_sizes"] = held.size();
+    summary["nvlink_efficiency"] = params->nvlink_efficiency();
+    summary["pcie_efficiency"] = params->pcie_efficiency();
+    summary["net_efficiency"] = params->net_efficiency();
+    summary["intra_step_us"] = params->intra_step_us();
+    summary["inter_step_us"] = params->inter_step_us();
+    if (!o.params_out.empty()) {
+      std::ofstream out(o.params_out);
+      out << "# ringmaster predict --calibrate: the model section of "
+          << t.id() << "\n"
+          << MessageToYaml(*params);
+      if (!out) return Fail(o.params_out + ": cannot write", kExitInternal);
+    }
+  }
+
+  if (!o.plan.empty()) {
+    auto plan = LoadPlanFile(o.plan);
+    if (!plan.ok()) return Fail(std::string(plan.status().message()));
+    const int nranks = nodes * t.node().gpus();
+    auto cases = ExpandPlan(*plan, 100000, nranks);
+    if (!cases.ok()) return Fail(std::string(cases.status().message()));
+    // (collective, size) once each, in plan order.
+    std::vector<std::pair<v1::Collective, int64_t>> points;
+    std::set<std::pair<int, int64_t>> seen;
+    std::vector<v1::Collective> collectives;
+    for (const v1::Case& c : *cases) {
+      if (c.bench() != v1::BENCH_COLLECTIVE) continue;
+      if (std::find(collectives.begin(), collectives.end(), c.collective()) ==
+          collectives.end())
+        collectives.push_back(c.collective());
+      if (seen.insert({c.collective(), c.size_bytes()}).second)
+        points.push_back({c.collective(), c.size_bytes()});
+    }
+    if (!o.sizes.empty()) {
+      std::vector<std::string> mm = absl::StrSplit(o.sizes, ':');
+      auto lo = ParseSizeBytes(mm[0]);
+      auto hi = ParseSizeBytes(mm.size() > 1 ? mm[1] : mm[0]);
+      if (!lo.ok() || !hi.ok() || *lo <= 0 || *hi < *lo)
+        return Fail("--sizes: expected MIN:MAX like 1MiB:8GiB");
+      points.clear();
+      for (v1::Collective c : collectives)
+        for (int64_t s = *lo; s <= *hi; s *= 2) points.push_back({c, s});
+    }
+    const Ceilings ceil = PathCeilings(t);
+    const v1::ModelParams m = EffectiveParams(t);
+    std::cout << absl::StrFormat(
+        "# predict %s on %s: %d node(s) x %d GPU(s) = %d ranks\n", plan->name(),
+        t.name(), nodes, t.node().gpus(), nranks);
+    std::cout << absl::StrFormat(
+        "# speed of light per direction: NVLink %.0f GB/s, PCIe %.1f GB/s, "
+        "network %.0f GB/s per node (%.0f per GPU)\n",
+        ceil.nvlink_gbps, ceil.pcie_gbps, ceil.net_node_gbps, ceil.net_gpu_gbps);
+    std::cout << absl::StrFormat(
+        "# model (%s): efficiency NVLink %.3f, PCIe %.3f, network %.3f; step "
+        "%.2f us intra, %.2f us inter; base %.1f us\n",
+        m.source(), m.nvlink_efficiency(), m.pcie_efficiency(),
+        m.net_efficiency(), m.intra_step_us(), m.inter_step_us(), m.base_us());
+    const double price = t.price_per_gpu_hour() * nranks;
+    nlohmann::json rows = nlohmann::json::array();
+    v1::Collective current = v1::COLLECTIVE_UNSPECIFIED;
+    for (const auto& [c, size] : points) {
+      auto p = PredictCollective(t, nodes, c, size);
+      if (!p.ok()) return Fail(std::string(p.status().message()));
+      if (c != current) {
+        current = c;
+        std::cout << absl::StrFormat(
+            "#\n# %s\n#        size      time (us)   algbw (GB/s)   busbw "
+            "(GB/s)  algorithm     bottleneck%s\n",
+            CollectiveName(c), price > 0 ? "   cost/op (USD)" : "");
+      }
+      std::cout << absl::StrFormat("%13s %14.2f %14.2f %14.2f  %-12s  %-10s",
+                                   FormatBytes(size), p->time_s * 1e6,
+                                   p->algbw_gbps, p->busbw_gbps,
+                                   p->algorithm + "/" + p->protocol,
+                                   p->bottleneck);
+      if (price > 0)
+        std::cout << absl::StrFormat("   %.3g", price * p->time_s / 3600);
+      std::cout << "\n";
+      rows.push_back({{"collective", std::string(CollectiveName(c))},
+                      {"size_bytes", size},
+                      {"time_s", p->time_s},
+                      {"busbw_gbps", p->busbw_gbps},
+                      {"algorithm", p->algorithm},
+                      {"protocol", p->protocol},
+                      {"bottleneck", p->bottleneck}});
+    }
+    summary["nodes"] = nodes;
+    summary["predictions"] = rows;
+  }
+  if (!o.summary_out.empty()) {
+    std::ofstream out(o.summary_out);
+    out << summary.dump(1) << "\n";
+    if (!out) return Fail(o.summary_out + ": cannot write", kExitInternal);
+  }
+  if (o.format == "json") std::cout << summary.dump() << "\n";
+  return kExitOk;
+}
+
+}  // namespace ringmaster

@@ -1,0 +1,34 @@
+// `ringmaster topo` (what this machine is, and each path's speed of light)
+// and `ringmaster predict` (the model: calibrate it on measurements, predict
+// a plan on a described system).
+#ifndef RINGMASTER_CLI_MODEL_COMMANDS_H_
+#define RINGMASTER_CLI_MODEL_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+namespace ringmaster {
+
+struct TopoOptions {
+  std::string format = "text";  // text or yaml
+  std::string worker;           // ringmaster-worker, for the GPU probe
+};
+int TopoCommand(const TopoOptions& options);
+
+struct PredictOptions {
+  std::string topology;                  // topologies/*.yaml
+  int nodes = 0;                         // 0: the topology's
+  std::string plan;                      // predict this plan
+  std::string sizes;                     // "MIN:MAX" overrides the sweeps
+  std::vector<std::string> calibrate;    // results (JSON Lines) to fit on
+  std::string min_size = "1MiB";         // calibration uses sizes >= this
+  int holdout = 0;                       // every k-th size left out (0: none)
+  std::string params_out;                // write the fitted parameters here
+  std::string summary_out;               // figures as JSON
+  std::string format = "text";           // text or json
+};
+int PredictCommand(const PredictOptions& options);
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_CLI_MODEL_COMMANDS_H_

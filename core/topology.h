@@ -1,0 +1,83 @@
+// Topologies (proto/ringmaster/v1/topology.proto) and the model that
+// predicts collectives on them.
+//
+// The model: a collective moves `size x bus factor` bytes (nccl-tests'
+// busbw accounting) over its bottleneck path, the slower of the GPU's
+// intra-node path (NVLink or PCIe, per direction, times the path's
+// efficiency) and the node's network ports (all ports of a node, divided by
+// the fabric's oversubscription, times the network efficiency), plus one
+// step latency per algorithm step. Ring and (for all-reduce across nodes)
+// tree algorithms, each with NCCL-like protocols that trade bandwidth for
+// latency (LL: half the bandwidth, a quarter of the latency; LL128: 15/16,
+// half; Simple: all, all), all pipelined in chunks whose overhead at the
+// best chunk size costs 2 sqrt(bus bytes x chunk overhead / bandwidth); the
+// fastest combination is the prediction.
+// docs/model.md has the derivations.
+#ifndef RINGMASTER_CORE_TOPOLOGY_H_
+#define RINGMASTER_CORE_TOPOLOGY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ringmaster/v1/plan.pb.h"
+#include "ringmaster/v1/topology.pb.h"
+
+namespace ringmaster {
+
+// Reads and validates a topology file (YAML). Errors name file:line: field.
+absl::StatusOr<v1::Topology> LoadTopology(const std::string& path);
+absl::StatusOr<v1::Topology> ParseTopology(const std::string& text,
+                                           const std::string& file);
+
+// PCIe bandwidth of one direction, GB/s, after line coding (Gen5 x16: 63.0).
+double PcieGbps(int generation, int width);
+
+// Speed of light of each path, GB/s per direction (0 = no such path).
+struct Ceilings {
+  double nvlink_gbps = 0;    // one GPU's NVLink (all its links)
+  double pcie_gbps = 0;      // one GPU's PCIe link
+  double net_node_gbps = 0;  // all of a node's network ports
+  double net_gpu_gbps = 0;   // the ports one GPU reaches (its rail)
+};
+Ceilings PathCeilings(const v1::Topology& t);
+
+// The model's parameters: the topology's, with defaults for what is unset.
+v1::ModelParams EffectiveParams(const v1::Topology& t);
+
+struct Prediction {
+  double time_s = 0;
+  double algbw_gbps = 0;
+  double busbw_gbps = 0;
+  std::string algorithm;   // ring or tree
+  std::string protocol;    // LL, LL128 or Simple
+  std::string bottleneck;  // nvlink, pcie or network
+};
+
+// `collective` of `size_bytes` (per rank, as nccl-tests counts) on `nodes`
+// nodes of the topology, every GPU a rank.
+absl::StatusOr<Prediction> PredictCollective(const v1::Topology& t,
+                                             int nodes,
+                                             v1::Collective collective,
+                                             int64_t size_bytes);
+
+// One measured point: a collective's median time at a size.
+struct Measurement {
+  v1::Collective collective = v1::ALL_REDUCE;
+  int64_t size_bytes = 0;
+  int nranks = 0;
+  double time_s = 0;
+};
+
+// Fits the efficiency, step latency and chunk overhead of the path the
+// measurements ran on (all on one topology and node count): the parameters
+// of PredictCollective that minimize the RMS relative error (a coarse grid,
+// then a fine one around its best). Uses the sizes >= `min_bytes`.
+absl::StatusOr<v1::ModelParams> Calibrate(
+    const v1::Topology& t, int nodes, const std::vector<Measurement>& points,
+    int64_t min_bytes);
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_CORE_TOPOLOGY_H_

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `ringmaster topo` on a machine without GPUs, and `ringmaster predict` of
+# the collectives plan on the HGX H100 + NDR InfiniBand cluster (64 nodes):
+# every size predicted, and the all-reduce plateau (the largest size, where
+# the latency of 1022 ring steps no longer counts) inside the published
+# range for that system (ring busbw ~350-370 GB/s). The curve below it is
+# printed in the figure as predicted.
+#   tests/model/cli.sh BIN_DIR
+set -euo pipefail
+bin=${1:?the folder with the ringmaster binary}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+status=0
+fail() { echo "FAIL: $*"; status=1; }
+
+"$bin/ringmaster" topo > "$work/topo.txt"
+cat "$work/topo.txt"
+grep -q "NUMA node" "$work/topo.txt" || fail "topo printed no NUMA nodes"
+grep -q "^  numa [0-9]*: cpus " "$work/topo.txt" || fail "topo printed no CPU list"
+grep -q "^GPUs: none found" "$work/topo.txt" || fail "topo did not say no GPU was found"
+"$bin/ringmaster" topo --format yaml > "$work/topo.yaml"
+python3 - "$work/topo.yaml" <<'PY' || fail "topo --format yaml is not a topology"
+import sys, yaml
+t = yaml.safe_load(open(sys.argv[1]))
+assert t["id"].startswith("detected-"), t
+assert "node" in t, t
+PY
+
+"$bin/ringmaster" predict --topology "$root/topologies/hgx-h100-ndr-cluster.yaml" \
+  --nodes 64 "$root/plans/collectives.yaml" --summary "$work/plan.json" > "$work/plan.txt"
+cat "$work/plan.txt"
+"$bin/ringmaster" predict --topology "$root/topologies/hgx-h100-ndr-cluster.yaml" \
+  --nodes 64 --sizes 512MiB:16GiB "$root/plans/collectives.yaml" \
+  --summary "$work/large.json" > "$work/large.txt"
+grep -A8 "^# all_reduce" "$work/large.txt"
+python3 - "$work/plan.json" "$work/large.json" <<'PY' || status=1
+import json, sys
+plan = json.load(open(sys.argv[1]))
+large = json.load(open(sys.argv[2]))
+ok = True
+kinds = {r["collective"] for r in plan["predictions"]}
+for c in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+          "all_to_all", "send_recv"):
+    if c not in kinds:
+        print(f"FAIL: no prediction for {c}"); ok = False
+sizes = [r["size_bytes"] for r in plan["predictions"] if r["collective"] == "all_reduce"]
+if sizes != sorted(set(sizes)) or len(sizes) < 5:
+    print(f"FAIL: all_reduce sizes {sizes}"); ok = False
+ar = [r for r in large["predictions"] if r["collective"] == "all_reduce"]
+plateau = [ar[-1]["busbw_gbps"]] if ar else []
+text = ", ".join(f'{r["size_bytes"] >> 20} MiB {r["busbw_gbps"]:.0f}' for r in ar)
+inside = all(350 <= b <= 370 for b in plateau) and plateau
+print(f"FIGURE ModelPredict HGX H100 + NDR, 64 nodes x 8 GPUs, all_reduce busbw (GB/s): {text}; "
+      f"plateau ({ar[-1]['size_bytes'] >> 30} GiB) inside 350-370: {'yes' if inside else 'NO'} => {'PASS' if inside and ok else 'FAIL'}")
+sys.exit(0 if inside and ok else 1)
+PY
+exit "$status"
