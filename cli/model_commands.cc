@@ -279,8 +279,11 @@ absl::Status ReadMeasurements(const std::vector<std::string>& files,
         continue;
       if (*nranks == 0) {
         *nranks = r.nranks();
-        std::set<std::string> hosts(r.provenance().hosts().begin(),
-                                    r.provenance().hosts().end());
+        // A ladder rung runs on the launch's first nranks ranks.
+        const auto& all_hosts = r.provenance().hosts();
+        std::set<std::string> hosts(
+            all_hosts.begin(),
+            all_hosts.begin() + std::min(all_hosts.size(), r.nranks()));
         *nodes = std::max<int>(1, hosts.size());
       }
       if (r.nranks() != *nranks) continue;  // one rank count per calibration
@@ -415,8 +418,8 @@ int PredictCommand(const PredictOptions& o) {
         "# predict %s on %s: %d node(s) x %d GPU(s) = %d ranks\n", plan->name(),
         t.name(), nodes, t.node().gpus(), nranks);
     std::cout << absl::StrFormat(
-        "# speed of light per direction: NVLink %.0f GB/s, PCIe %.1f GB/s, "
-        "network %.0f GB/s per node (%.0f per GPU)\n",
+        "# speed of light per direction: NVLink %.4g GB/s, PCIe %.4g GB/s, "
+        "network %.4g GB/s per node (%.4g per GPU)\n",
         ceil.nvlink_gbps, ceil.pcie_gbps, ceil.net_node_gbps, ceil.net_gpu_gbps);
     std::cout << absl::StrFormat(
         "# model (%s): efficiency NVLink %.3f, PCIe %.3f, network %.3f; step "

@@ -10,4 +10,4 @@ while IFS= read -r f; do
   fi
 done < <(git ls-files 2>/dev/null || find . -type f -not -path './build*' -not -path './.git/*')
 echo "shellcheck: ${#scripts[@]} scripts"
-shellcheck "${scripts[@]}"
+shellcheck -x "${scripts[@]}"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A virtual cluster on one machine: N "nodes" as network namespaces joined
 # by veth pairs to a bridge (198.18.0.1/24 in the root namespace, node i at
-# 198.18.0.(10+i)), optionally one node's link limited with tbf in both
-# directions. Writes DIR/hosts (an mpirun hostfile by address) and
+# 198.18.0.(10+i)), optionally one node's link (or every node's: SLOW_NODE
+# "all") limited with tbf in both directions. Writes DIR/hosts (an mpirun hostfile by address) and
 # DIR/agent.sh (mpirun's rsh agent: it enters the node's namespace and
 # gives it the hostname node<i>). Needs root, iproute2 and tc.
 #   tests/netns/cluster.sh up DIR NODES SLOTS [SLOW_NODE RATE]
@@ -49,11 +49,20 @@ for i in $(seq 1 "$nodes"); do
   ip -n "$ns" link set lo up
   echo "198.18.0.$((10 + i)) slots=$slots" >> "$dir/hosts"
 done
-if [ "$slow" -gt 0 ]; then
-  # Both directions: into the node (the bridge side) and out of it.
-  tc qdisc add dev "${tag}v$slow" root tbf rate "$rate" burst 64kb latency 100ms
-  ip netns exec "$tag-node$slow" tc qdisc add dev eth0 root tbf rate "$rate" burst 64kb latency 100ms
+limited=()
+if [ "$slow" = all ]; then
+  mapfile -t limited < <(seq 1 "$nodes")
+elif [ "$slow" -gt 0 ]; then
+  limited=("$slow")
 fi
+# Queue length and burst of the limit (RM_NET_TBF_LATENCY, RM_NET_TBF_BURST):
+# a short queue drops packets under load and TCP then stalls on timeouts.
+tbf=(rate "$rate" burst "${RM_NET_TBF_BURST:-64kb}" latency "${RM_NET_TBF_LATENCY:-100ms}")
+for i in "${limited[@]}"; do
+  # Both directions: into the node (the bridge side) and out of it.
+  tc qdisc add dev "${tag}v$i" root tbf "${tbf[@]}"
+  ip netns exec "$tag-node$i" tc qdisc add dev eth0 root tbf "${tbf[@]}"
+done
 cat > "$dir/agent.sh" <<AGENT
 #!/usr/bin/env bash
 # mpirun's rsh agent for the virtual cluster: run the command in the node's
@@ -64,4 +73,4 @@ i=\$(( \${host##*.} - 10 ))
 exec ip netns exec "$tag-node\$i" unshare --uts bash -c 'hostname "\$1"; shift; eval "\$*"' agent "node\$i" "\$@"
 AGENT
 chmod +x "$dir/agent.sh"
-echo "cluster: $nodes nodes x $slots slots in $dir${slow:+, node$slow limited to $rate}"
+echo "cluster: $nodes nodes x $slots slots in $dir${limited[*]:+, node(s) ${limited[*]} limited to $rate}"

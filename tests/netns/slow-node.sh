@@ -10,63 +10,14 @@
 set -euo pipefail
 bin=${1:?the folder with ringmaster}
 root=$(cd "$(dirname "$0")/../.." && pwd)
-if [ "$(id -u)" != 0 ]; then echo "skipped: needs root for network namespaces"; exit 77; fi
-for tool in ip tc unshare openssl mpirun; do
-  command -v "$tool" >/dev/null || { echo "skipped: $tool is missing"; exit 77; }
-done
 work=$(mktemp -d)
-export RM_NET_TAG=rmt$$
-serve_pid=""
-# shellcheck disable=SC2317  # called by the EXIT trap
-cleanup() {
-  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null
-  "$root/tests/netns/cluster.sh" down "$work/net" || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-if ! "$root/tests/netns/cluster.sh" up "$work/net" 4 2 3 100mbit; then
-  echo "skipped: network namespaces are not available here"
-  exit 77
-fi
-
-# TLS for the bridge address (a non-loopback listener needs it).
-(
-  cd "$work"
-  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=ca
-  printf 'subjectAltName=IP:198.18.0.1\n' > san.ext
-  openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=coordinator
-  openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
-    -out server.pem -days 1 -extfile san.ext
-) > "$work/pki.log" 2>&1
-
-port=$((20000 + RANDOM % 20000))
-addr=198.18.0.1:$port
-RINGMASTER_TLS_CA=$work/ca.pem "$bin/ringmaster" serve --listen "$addr" \
-  --tls-cert "$work/server.pem" --tls-key "$work/server.key" --advertise "$addr" \
-  --hostfile "$work/net/hosts" --data "$work/data" --heartbeat-timeout 60 \
-  --mpirun-arg=--mca --mpirun-arg=plm_rsh_agent --mpirun-arg="$work/net/agent.sh" \
-  --mpirun-arg=--mca --mpirun-arg=btl --mpirun-arg=tcp,self \
-  --mpirun-arg=--mca --mpirun-arg=btl_tcp_if_include --mpirun-arg=198.18.0.0/24 \
-  --mpirun-arg=--mca --mpirun-arg=oob_tcp_if_include --mpirun-arg=198.18.0.0/24 \
-  > "$work/serve.log" 2>&1 &
-serve_pid=$!
-for _ in $(seq 100); do
-  [ -s "$work/data/admin.token" ] && break
-  sleep 0.1
-done
-client=(--coordinator "$addr" --tls-ca "$work/ca.pem" --token-file "$work/data/admin.token")
+# shellcheck source=tests/netns/lib.sh
+. "$root/tests/netns/lib.sh"
+netns_up 4 2 3 100mbit
+# shellcheck disable=SC2119  # no extra serve arguments
+netns_serve
 # No --np: the plan places 4 nodes x 2 ranks.
-job=$("$bin/ringmaster" submit "${client[@]}" --backend host \
-  "$root/tests/plans/multinode.yaml" | tail -1)
-echo "job $job"
-if ! timeout 300 "$bin/ringmaster" watch "${client[@]}" "$job"; then
-  echo "FAIL: the job did not succeed"
-  cat "$work/serve.log"
-  cat "$work/data/jobs/$job"/*.log 2>/dev/null | tail -40
-  exit 1
-fi
-"$bin/ringmaster" results "${client[@]}" "$job" > "$work/results.txt"
-"$bin/ringmaster" results "${client[@]}" "$job" --format jsonl > "$work/results.jsonl"
+netns_run "$root/tests/plans/multinode.yaml"
 grep -E "^# per node|^ node|^#node|^# slow" "$work/results.txt"
 status=0
 # Every rank's node is recorded, and the all-reduce spanned all 8 ranks.

@@ -1,0 +1,111 @@
+# shellcheck shell=bash
+# Shared by the virtual-cluster tests (sourced, never run): bring the
+# cluster up or skip, and start `ringmaster serve` on the bridge address
+# (TLS, since it is not loopback) launching through mpirun across the
+# namespaces. Callers set `root`, `bin` and `work` first.
+: "${root:?}" "${bin:?}" "${work:?}"
+
+serve_pid=""
+# shellcheck disable=SC2317  # called by the EXIT trap
+netns_cleanup() {
+  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null
+  "$root/tests/netns/cluster.sh" down "$work/net" || true
+  rm -rf "$work"
+}
+
+# netns_up NODES SLOTS [LIMITED RATE]: exits 77 (skipped) where network
+# namespaces, root or the tools are missing.
+netns_up() {
+  if [ "$(id -u)" != 0 ]; then echo "skipped: needs root for network namespaces"; exit 77; fi
+  local tool
+  for tool in ip tc unshare openssl mpirun; do
+    command -v "$tool" >/dev/null || { echo "skipped: $tool is missing"; exit 77; }
+  done
+  export RM_NET_TAG=rmt$$
+  trap netns_cleanup EXIT
+  if ! "$root/tests/netns/cluster.sh" up "$work/net" "$@"; then
+    echo "skipped: network namespaces are not available here"
+    exit 77
+  fi
+}
+
+# netns_serve [EXTRA SERVE ARGS...]: sets serve_pid and client (the CLI's
+# connection arguments).
+# shellcheck disable=SC2120  # the extra arguments are optional
+netns_serve() {
+  (
+    cd "$work" || exit 1
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=ca
+    printf 'subjectAltName=IP:198.18.0.1\n' > san.ext
+    openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=coordinator
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+      -out server.pem -days 1 -extfile san.ext
+  ) > "$work/pki.log" 2>&1
+  local addr
+  addr=198.18.0.1:$((20000 + RANDOM % 20000))
+  RINGMASTER_TLS_CA=$work/ca.pem "$bin/ringmaster" serve --listen "$addr" \
+    --tls-cert "$work/server.pem" --tls-key "$work/server.key" --advertise "$addr" \
+    --hostfile "$work/net/hosts" --data "$work/data" --heartbeat-timeout 60 \
+    --mpirun-arg=--mca --mpirun-arg=plm_rsh_agent --mpirun-arg="$work/net/agent.sh" \
+    --mpirun-arg=--mca --mpirun-arg=btl --mpirun-arg=tcp,self \
+    --mpirun-arg=--mca --mpirun-arg=btl_tcp_if_include --mpirun-arg=198.18.0.0/24 \
+    --mpirun-arg=--mca --mpirun-arg=oob_tcp_if_include --mpirun-arg=198.18.0.0/24 \
+    "$@" > "$work/serve.log" 2>&1 &
+  serve_pid=$!
+  local _
+  for _ in $(seq 100); do
+    [ -s "$work/data/admin.token" ] && break
+    sleep 0.1
+  done
+  client=(--coordinator "$addr" --tls-ca "$work/ca.pem" --token-file "$work/data/admin.token")
+}
+
+# netns_run PLAN: submits it (host ranks), waits for SUCCEEDED and writes
+# $work/results.txt and $work/results.jsonl; exits 1 when the job fails.
+netns_run() {
+  local job
+  job=$("$bin/ringmaster" submit "${client[@]}" --backend host "$1" | tail -1)
+  echo "job $job"
+  if ! timeout 300 "$bin/ringmaster" watch "${client[@]}" "$job"; then
+    echo "FAIL: the job did not succeed"
+    cat "$work/serve.log"
+    cat "$work/data/jobs/$job"/*.log 2>/dev/null | tail -40
+    exit 1
+  fi
+  "$bin/ringmaster" results "${client[@]}" "$job" > "$work/results.txt"
+  "$bin/ringmaster" results "${client[@]}" "$job" --format jsonl > "$work/results.jsonl"
+}
+
+# netns_run_bootstrap PLAN RANKS_PER_NODE: like netns_run, but the ranks are
+# started without mpirun (`ringmaster-worker run --bootstrap`, rank r in
+# node r / RANKS_PER_NODE + 1) and meet through the coordinator, which must
+# run with --launcher external.
+netns_run_bootstrap() {
+  local plan=$1 per_node=$2 job token np r
+  "$bin/ringmaster" submit "${client[@]}" --backend host --json "$plan" > "$work/submit.out"
+  job=$(tail -1 "$work/submit.out")
+  token=$(head -1 "$work/submit.out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["worker_token"])')
+  np=$(head -1 "$work/submit.out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["nranks"])')
+  echo "job $job: $np ranks started without mpirun"
+  local addr=${client[1]} pids=()
+  for r in $(seq 0 $((np - 1))); do
+    local node=$((r / per_node + 1))
+    # shellcheck disable=SC2016  # expanded by the inner bash
+    ip netns exec "$RM_NET_TAG-node$node" unshare --uts bash -c \
+      'hostname "$1"; shift; exec "$@"' agent "node$node" \
+      env RINGMASTER_TOKEN="$token" RINGMASTER_TLS_CA="$work/ca.pem" \
+      "$bin/ringmaster-worker" run --bootstrap --coordinator "$addr" \
+      --job "$job" --rank "$r" --world-size "$np" --backend host \
+      > "$work/rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+  if ! timeout 300 "$bin/ringmaster" watch "${client[@]}" "$job"; then
+    echo "FAIL: the job did not succeed"
+    cat "$work/serve.log"
+    tail -5 "$work"/rank*.log
+    exit 1
+  fi
+  wait "${pids[@]}" || echo "note: a rank exited non-zero after the job ended"
+  "$bin/ringmaster" results "${client[@]}" "$job" > "$work/results.txt"
+  "$bin/ringmaster" results "${client[@]}" "$job" --format jsonl > "$work/results.jsonl"
+}
