@@ -98,25 +98,43 @@ int main(int argc, char** argv) {
   predict->add_option("--topology", predict_opts.topology, "Topology file")
       ->required()
       ->check(CLI::ExistingFile);
-  predict->add_option("--nodes", predict_opts.nodes,
-                      "Nodes (default: the topology's)")
+  predict
+      ->add_option("--nodes", predict_opts.nodes,
+                   "Nodes (default: the topology's)")
       ->check(CLI::Range(1, 100000));
   predict->add_option("--sizes", predict_opts.sizes,
                       "MIN:MAX: powers of two instead of the plan's sizes");
-  predict->add_option("--calibrate", predict_opts.calibrate,
-                      "Results (JSON Lines) to fit the model on first")
+  predict
+      ->add_option("--calibrate", predict_opts.calibrate,
+                   "Results (JSON Lines) to fit the model on first "
+                   "(repeatable)")
+      ->allow_extra_args(false)
       ->check(CLI::ExistingFile);
-  predict->add_option("--min-size", predict_opts.min_size,
-                      "Calibrate on sizes of at least this much")
+  predict
+      ->add_option("--min-size", predict_opts.min_size,
+                   "Calibrate on sizes of at least this much")
       ->capture_default_str();
-  predict->add_option("--holdout", predict_opts.holdout,
-                      "Leave every k-th size out of the fit and report the "
-                      "error there")
+  predict
+      ->add_option("--holdout", predict_opts.holdout,
+                   "Leave every k-th size out of the fit and report the "
+                   "error there")
       ->check(CLI::Range(2, 100));
   predict->add_option("--params-out", predict_opts.params_out,
                       "Write the fitted model parameters (YAML) here");
   predict->add_option("--summary", predict_opts.summary_out,
                       "Write the figures (JSON) here");
+  predict
+      ->add_option("--compute-from", predict_opts.compute_from,
+                   "Training: one rank's measured steps (results JSON "
+                   "Lines) as each rank's compute (repeatable)")
+      ->allow_extra_args(false)
+      ->check(CLI::ExistingFile);
+  predict
+      ->add_option("--gemm-efficiency", predict_opts.gemm_efficiency,
+                   "Training without --compute-from: the share of the GPU's "
+                   "dense peak its GEMMs reach")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
   predict->add_option("--format", predict_opts.format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();

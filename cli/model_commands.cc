@@ -11,6 +11,7 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
@@ -97,8 +98,7 @@ std::vector<Nic> DetectNics() {
   std::error_code ec;
   std::set<std::string> rdma_netdevs;
   for (const auto& dev : fs::directory_iterator("/sys/class/infiniband", ec)) {
-    for (const auto& port :
-         fs::directory_iterator(dev.path() / "ports", ec)) {
+    for (const auto& port : fs::directory_iterator(dev.path() / "ports", ec)) {
       Nic nic;
       nic.name = dev.path().filename().string() + "/" +
                  port.path().filename().string();
@@ -106,13 +106,15 @@ std::vector<Nic> DetectNics() {
       nic.kind = layer == "Ethernet" ? "roce" : "infiniband";
       // "400 Gb/sec (4X NDR)"
       double rate = 0;
-      if (absl::SimpleAtod(ReadSysFile(port.path() / "rate").substr(
-                               0, ReadSysFile(port.path() / "rate").find(' ')),
-                           &rate))
+      if (absl::SimpleAtod(
+              ReadSysFile(port.path() / "rate")
+                  .substr(0, ReadSysFile(port.path() / "rate").find(' ')),
+              &rate))
         nic.gbit_s = rate;
       nics.push_back(nic);
     }
-    for (const auto& nd : fs::directory_iterator(dev.path() / "device" / "net", ec))
+    for (const auto& nd :
+         fs::directory_iterator(dev.path() / "device" / "net", ec))
       rdma_netdevs.insert(nd.path().filename().string());
   }
   for (const auto& dev : fs::directory_iterator("/sys/class/net", ec)) {
@@ -140,7 +142,8 @@ std::string WorkerPath(const std::string& given) {
   if (!given.empty()) return given;
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? "ringmaster-worker" : (self.parent_path() / "ringmaster-worker").string();
+  return ec ? "ringmaster-worker"
+            : (self.parent_path() / "ringmaster-worker").string();
 }
 
 }  // namespace
@@ -182,7 +185,8 @@ int TopoCommand(const TopoOptions& o) {
     for (const auto& p : gpus.value("pairs", nlohmann::json::array()))
       links = std::max(links, p.value("nvlink_links", 0));
     if (links > 0) {
-      node->mutable_nvlink()->set_generation(gpus.value("nvlink_generation", 0));
+      node->mutable_nvlink()->set_generation(
+          gpus.value("nvlink_generation", 0));
       node->mutable_nvlink()->set_links(links);
       // NVLink 3 and 4: 25 GB/s per link per direction (data rate).
       node->mutable_nvlink()->set_link_gbps(25);
@@ -205,7 +209,8 @@ int TopoCommand(const TopoOptions& o) {
   }
   std::cout << absl::StrFormat("host %s\n", Hostname());
   std::cout << absl::StrFormat(
-      "CPU: %d package(s), %d core(s), %d hardware thread(s); %d NUMA node(s)\n",
+      "CPU: %d package(s), %d core(s), %d hardware thread(s); %d NUMA "
+      "node(s)\n",
       cpu.packages, cpu.cores, cpu.pus, cpu.numa.size());
   for (const NumaNode& n : cpu.numa) {
     std::cout << absl::StrFormat("  numa %d: cpus %s, %.1f GiB\n", n.index,
@@ -225,7 +230,8 @@ int TopoCommand(const TopoOptions& o) {
   }
   std::cout << absl::StrFormat("GPUs: %d\n", devices.size());
   for (const auto& d : devices) {
-    const double pcie = PcieGbps(d.value("pcie_generation", 0), d.value("pcie_width", 0));
+    const double pcie =
+        PcieGbps(d.value("pcie_generation", 0), d.value("pcie_width", 0));
     std::cout << absl::StrFormat(
         "  GPU%d %s  %s  %.0f GiB  numa %d  PCIe Gen%d x%d: %.1f GB/s per "
         "direction\n",
@@ -237,12 +243,12 @@ int TopoCommand(const TopoOptions& o) {
     const int links = p.value("nvlink_links", 0);
     std::cout << absl::StrFormat(
         "  GPU%d <-> GPU%d: %s\n", p.value("a", 0), p.value("b", 0),
-        links > 0
-            ? absl::StrFormat("NV%d (NVLink %d): %.0f GB/s per direction",
-                              links, gpus.value("nvlink_generation", 0),
-                              links * 25.0)
-            : std::string(p.value("p2p", false) ? "PCIe peer-to-peer"
-                                                : "no peer access (through host)"));
+        links > 0 ? absl::StrFormat("NV%d (NVLink %d): %.0f GB/s per direction",
+                                    links, gpus.value("nvlink_generation", 0),
+                                    links * 25.0)
+                  : std::string(p.value("p2p", false)
+                                    ? "PCIe peer-to-peer"
+                                    : "no peer access (through host)"));
   }
   return kExitOk;
 }
@@ -274,8 +280,8 @@ absl::Status ReadMeasurements(const std::vector<std::string>& files,
             path, lineno));
       }
       if (r.status() != v1::OK || r.case_().bench() != v1::BENCH_COLLECTIVE ||
-          r.case_().collective() != v1::ALL_REDUCE || !r.case_().variant().empty() ||
-          r.stats().median_s() <= 0)
+          r.case_().collective() != v1::ALL_REDUCE ||
+          !r.case_().variant().empty() || r.stats().median_s() <= 0)
         continue;
       if (*nranks == 0) {
         *nranks = r.nranks();
@@ -292,8 +298,47 @@ absl::Status ReadMeasurements(const std::vector<std::string>& files,
     }
   }
   if (out->empty())
-    return absl::InvalidArgumentError("no successful all-reduce results to fit");
+    return absl::InvalidArgumentError(
+        "no successful all-reduce results to fit");
   return absl::OkStatus();
+}
+
+// One-rank training steps measured, by (spec name, overlap): what a rank's
+// compute takes, for the data-parallel model.
+absl::StatusOr<std::map<std::pair<std::string, bool>, double>> ReadComputeSteps(
+    const std::vector<std::string>& files) {
+  std::map<std::pair<std::string, bool>, double> out;
+  for (const std::string& path : files) {
+    std::ifstream in(path);
+    if (!in) return absl::NotFoundError(path + ": cannot read");
+    std::string line;
+    while (std::getline(in, line)) {
+      v1::Result r;
+      google::protobuf::util::JsonParseOptions opts;
+      opts.ignore_unknown_fields = true;
+      if (!google::protobuf::util::JsonStringToMessage(line, &r, opts).ok())
+        continue;
+      if (r.status() != v1::OK || r.case_().bench() != v1::BENCH_TRAIN ||
+          r.nranks() != 1 || r.train().compute_s() <= 0)
+        continue;
+      out[{r.case_().spec_name(), r.case_().train().overlap()}] =
+          r.stats().median_s();
+    }
+  }
+  return out;
+}
+
+std::string DtypeKey(v1::DataType t) {
+  switch (t) {
+    case v1::BFLOAT16:
+      return "bf16";
+    case v1::FLOAT16:
+      return "fp16";
+    case v1::FLOAT32:
+      return "fp32";
+    default:
+      return std::string(DataTypeName(t));
+  }
 }
 
 }  // namespace
@@ -319,7 +364,8 @@ int PredictCommand(const PredictOptions& o) {
           nranks, measured_nodes, t.id(), t.node().gpus()));
     }
     auto min_bytes = ParseSizeBytes(o.min_size);
-    if (!min_bytes.ok()) return Fail("--min-size: " + std::string(min_bytes.status().message()));
+    if (!min_bytes.ok())
+      return Fail("--min-size: " + std::string(min_bytes.status().message()));
     // Distinct sizes >= the minimum; every k-th is held out.
     std::set<int64_t> sizes;
     for (const auto& m : all)
@@ -343,7 +389,8 @@ int PredictCommand(const PredictOptions& o) {
         absl::StrJoin(o.calibrate, ", "), nranks, measured_nodes,
         fit_points.size(), FormatBytes(*min_bytes), held.size(),
         params->source());
-    std::cout << "#        size   measured (us)  predicted (us)   rel err  held out\n";
+    std::cout << "#        size   measured (us)  predicted (us)   rel err  "
+                 "held out\n";
     double worst_held = 0, worst_fit = 0;
     std::map<int64_t, std::vector<double>> by_size;
     for (const auto& m : all)
@@ -377,8 +424,8 @@ int PredictCommand(const PredictOptions& o) {
     summary["inter_step_us"] = params->inter_step_us();
     if (!o.params_out.empty()) {
       std::ofstream out(o.params_out);
-      out << "# ringmaster predict --calibrate: the model section of "
-          << t.id() << "\n"
+      out << "# ringmaster predict --calibrate: the model section of " << t.id()
+          << "\n"
           << MessageToYaml(*params);
       if (!out) return Fail(o.params_out + ": cannot write", kExitInternal);
     }
@@ -420,7 +467,8 @@ int PredictCommand(const PredictOptions& o) {
     std::cout << absl::StrFormat(
         "# speed of light per direction: NVLink %.4g GB/s, PCIe %.4g GB/s, "
         "network %.4g GB/s per node (%.4g per GPU)\n",
-        ceil.nvlink_gbps, ceil.pcie_gbps, ceil.net_node_gbps, ceil.net_gpu_gbps);
+        ceil.nvlink_gbps, ceil.pcie_gbps, ceil.net_node_gbps,
+        ceil.net_gpu_gbps);
     std::cout << absl::StrFormat(
         "# model (%s): efficiency NVLink %.3f, PCIe %.3f, network %.3f; step "
         "%.2f us intra, %.2f us inter; base %.1f us\n",
@@ -439,11 +487,10 @@ int PredictCommand(const PredictOptions& o) {
             "(GB/s)  algorithm     bottleneck%s\n",
             CollectiveName(c), price > 0 ? "   cost/op (USD)" : "");
       }
-      std::cout << absl::StrFormat("%13s %14.2f %14.2f %14.2f  %-12s  %-10s",
-                                   FormatBytes(size), p->time_s * 1e6,
-                                   p->algbw_gbps, p->busbw_gbps,
-                                   p->algorithm + "/" + p->protocol,
-                                   p->bottleneck);
+      std::cout << absl::StrFormat(
+          "%13s %14.2f %14.2f %14.2f  %-12s  %-10s", FormatBytes(size),
+          p->time_s * 1e6, p->algbw_gbps, p->busbw_gbps,
+          p->algorithm + "/" + p->protocol, p->bottleneck);
       if (price > 0)
         std::cout << absl::StrFormat("   %.3g", price * p->time_s / 3600);
       std::cout << "\n";
@@ -457,6 +504,105 @@ int PredictCommand(const PredictOptions& o) {
     }
     summary["nodes"] = nodes;
     summary["predictions"] = rows;
+
+    // Training cases: the data-parallel step on each rung of the ladder.
+    std::map<std::pair<std::string, bool>, double> measured_compute;
+    if (!o.compute_from.empty()) {
+      auto m = ReadComputeSteps(o.compute_from);
+      if (!m.ok()) return Fail(std::string(m.status().message()));
+      measured_compute = *m;
+    }
+    nlohmann::json train_rows = nlohmann::json::array();
+    struct TrainRow {
+      int order;  // the spec's first appearance, then overlap first
+      std::string name;
+      bool overlap;
+      int ranks;
+      std::string header;
+      DpStepSpec spec;
+      DpStepPrediction p;
+    };
+    std::vector<TrainRow> train;
+    std::set<std::tuple<std::string, bool, int>> done;
+    std::map<std::string, int> spec_order;
+    for (const v1::Case& c : *cases) {
+      if (c.bench() != v1::BENCH_TRAIN || c.train().inference()) continue;
+      const int n = c.nranks() > 0 ? c.nranks() : nranks;
+      if (!done.insert({c.spec_name(), c.train().overlap(), n}).second)
+        continue;
+      spec_order.emplace(c.spec_name(), static_cast<int>(spec_order.size()));
+      DpStepSpec spec;
+      spec.layers = c.train().layers();
+      spec.hidden = c.train().hidden();
+      spec.batch =
+          c.train().strong() ? c.train().batch() / n : c.train().batch();
+      spec.dtype_bytes = static_cast<int>(DataTypeSize(c.dtype()));
+      spec.bucket_bytes =
+          c.train().bucket_bytes() > 0 ? c.train().bucket_bytes() : 25 << 20;
+      spec.overlap = c.train().overlap();
+      std::string compute_source;
+      auto mc = measured_compute.find({c.spec_name(), spec.overlap});
+      if (mc != measured_compute.end()) {
+        spec.compute_s = mc->second;
+        compute_source = "measured on 1 rank";
+      } else {
+        auto secs =
+            ComputeSeconds(t, spec, DtypeKey(c.dtype()), o.gemm_efficiency);
+        if (!secs.ok()) return Fail(std::string(secs.status().message()));
+        spec.compute_s = *secs;
+        compute_source =
+            absl::StrFormat("%.0f%% of the %s peak", o.gemm_efficiency * 100,
+                            DtypeKey(c.dtype()));
+      }
+      // A rung of n ranks: whole nodes, or part of one.
+      v1::Topology rung = t;
+      const int rung_nodes =
+          std::max(1, (n + t.node().gpus() - 1) / t.node().gpus());
+      if (n < t.node().gpus()) rung.mutable_node()->set_gpus(n);
+      auto p = PredictDpStep(rung, rung_nodes, spec);
+      if (!p.ok()) return Fail(std::string(p.status().message()));
+      const std::string header = absl::StrFormat(
+          "#\n# train %s: L%d H%d B%d/rank %s, bucket %s, %s; compute %s\n"
+          "#ranks  step (ms)  compute (ms)  exposed (ms)  comm (ms)  "
+          "buckets    samples/s%s\n",
+          c.spec_name(), spec.layers, spec.hidden, spec.batch,
+          DataTypeName(c.dtype()), FormatBytes(spec.bucket_bytes),
+          spec.overlap ? "overlap" : "no overlap", compute_source,
+          price > 0 ? "   USD/step  USD/1M samples" : "");
+      train.push_back({spec_order[c.spec_name()], c.spec_name(), spec.overlap,
+                       n, header, spec, *p});
+    }
+    std::stable_sort(train.begin(), train.end(),
+                     [](const TrainRow& a, const TrainRow& b) {
+                       return std::make_tuple(a.order, !a.overlap, a.ranks) <
+                              std::make_tuple(b.order, !b.overlap, b.ranks);
+                     });
+    std::string last_header;
+    for (const TrainRow& r : train) {
+      if (r.header != last_header) std::cout << (last_header = r.header);
+      const double samples =
+          static_cast<double>(r.spec.batch) * r.ranks / r.p.step_s;
+      std::cout << absl::StrFormat(
+          "%6d %10.3f %13.3f %13.3f %10.3f %8d %12.0f", r.ranks,
+          r.p.step_s * 1e3, r.p.compute_s * 1e3, r.p.exposed_comm_s * 1e3,
+          r.p.comm_s * 1e3, r.p.buckets, samples);
+      const double rung_price = t.price_per_gpu_hour() * r.ranks;
+      if (rung_price > 0) {
+        const double per_step = rung_price * r.p.step_s / 3600;
+        const double per_million =
+            per_step / (static_cast<double>(r.spec.batch) * r.ranks) * 1e6;
+        std::cout << absl::StrFormat("   %.4g  %.4g", per_step, per_million);
+      }
+      std::cout << "\n";
+      train_rows.push_back({{"spec", r.name},
+                            {"overlap", r.overlap},
+                            {"ranks", r.ranks},
+                            {"step_s", r.p.step_s},
+                            {"compute_s", r.p.compute_s},
+                            {"exposed_comm_s", r.p.exposed_comm_s},
+                            {"comm_s", r.p.comm_s}});
+    }
+    if (!train_rows.empty()) summary["train"] = train_rows;
   }
   if (!o.summary_out.empty()) {
     std::ofstream out(o.summary_out);

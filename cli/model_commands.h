@@ -16,16 +16,20 @@ struct TopoOptions {
 int TopoCommand(const TopoOptions& options);
 
 struct PredictOptions {
-  std::string topology;                  // topologies/*.yaml
-  int nodes = 0;                         // 0: the topology's
-  std::string plan;                      // predict this plan
-  std::string sizes;                     // "MIN:MAX" overrides the sweeps
-  std::vector<std::string> calibrate;    // results (JSON Lines) to fit on
-  std::string min_size = "1MiB";         // calibration uses sizes >= this
-  int holdout = 0;                       // every k-th size left out (0: none)
-  std::string params_out;                // write the fitted parameters here
-  std::string summary_out;               // figures as JSON
-  std::string format = "text";           // text or json
+  std::string topology;                // topologies/*.yaml
+  int nodes = 0;                       // 0: the topology's
+  std::string plan;                    // predict this plan
+  std::string sizes;                   // "MIN:MAX" overrides the sweeps
+  std::vector<std::string> calibrate;  // results (JSON Lines) to fit on
+  std::string min_size = "1MiB";       // calibration uses sizes >= this
+  int holdout = 0;                     // every k-th size left out (0: none)
+  std::string params_out;              // write the fitted parameters here
+  std::string summary_out;             // figures as JSON
+  std::string format = "text";         // text or json
+  // Training steps: one rank's measured step (results JSON Lines), else
+  // the GPU's peak at this GEMM efficiency.
+  std::vector<std::string> compute_from;
+  double gemm_efficiency = 0.7;
 };
 int PredictCommand(const PredictOptions& options);
 

@@ -52,8 +52,9 @@ double PcieGbps(int generation, int width) {
   // GT/s per lane and line-coding efficiency per generation.
   static const double kRate[] = {0, 2.5, 5, 8, 16, 32, 64};
   if (generation < 1 || generation > 6 || width <= 0) return 0;
-  const double coding =
-      generation <= 2 ? 8.0 / 10.0 : (generation <= 5 ? 128.0 / 130.0 : 242.0 / 256.0);
+  const double coding = generation <= 2
+                            ? 8.0 / 10.0
+                            : (generation <= 5 ? 128.0 / 130.0 : 242.0 / 256.0);
   return kRate[generation] * width * coding / 8.0;
 }
 
@@ -76,14 +77,15 @@ absl::StatusOr<v1::Topology> ParseTopology(const std::string& text,
     const v1::NicSpec& nic = n.nics(i);
     if (nic.kind() != "infiniband" && nic.kind() != "roce" &&
         nic.kind() != "ethernet") {
-      return Invalid(file, absl::StrFormat(
-                               "node.nics[%d].kind: expected infiniband, roce "
-                               "or ethernet, got \"%s\"",
-                               i, nic.kind()));
+      return Invalid(
+          file, absl::StrFormat("node.nics[%d].kind: expected infiniband, roce "
+                                "or ethernet, got \"%s\"",
+                                i, nic.kind()));
     }
     if (nic.gbit_s() <= 0 || nic.count() < 1) {
-      return Invalid(file, absl::StrFormat(
-                               "node.nics[%d]: gbit_s and count must be positive", i));
+      return Invalid(
+          file, absl::StrFormat(
+                    "node.nics[%d]: gbit_s and count must be positive", i));
     }
   }
   if (t.nodes() < 0) return Invalid(file, "nodes: expected at least 1");
@@ -92,7 +94,8 @@ absl::StatusOr<v1::Topology> ParseTopology(const std::string& text,
   if (t.fabric().oversubscription() < 0)
     return Invalid(file, "fabric.oversubscription: expected >= 1");
   const v1::ModelParams& m = t.model();
-  for (double e : {m.nvlink_efficiency(), m.pcie_efficiency(), m.net_efficiency()}) {
+  for (double e :
+       {m.nvlink_efficiency(), m.pcie_efficiency(), m.net_efficiency()}) {
     if (e < 0 || e > 1)
       return Invalid(file, "model: efficiencies are fractions in (0, 1]");
   }
@@ -110,7 +113,8 @@ absl::StatusOr<v1::Topology> LoadTopology(const std::string& path) {
 Ceilings PathCeilings(const v1::Topology& t) {
   Ceilings c;
   const v1::NodeSpec& n = t.node();
-  if (n.has_nvlink()) c.nvlink_gbps = n.nvlink().links() * n.nvlink().link_gbps();
+  if (n.has_nvlink())
+    c.nvlink_gbps = n.nvlink().links() * n.nvlink().link_gbps();
   c.pcie_gbps = PcieGbps(n.pcie().generation(), n.pcie().width());
   double per_gpu = 0;
   for (const v1::NicSpec& nic : n.nics()) {
@@ -206,10 +210,10 @@ absl::StatusOr<Prediction> PredictCollective(const v1::Topology& t, int nodes,
     // Double binary tree: up and down log2(nodes) network hops, a chain of
     // g ranks inside each node; NCCL's tree reaches ~90% of the ring's
     // bandwidth.
-    const double steps_time =
-        2 * (std::ceil(std::log2(nodes)) * m.inter_step_us() +
-             (g - 1) * m.intra_step_us()) /
-        (step_s * 1e6);
+    const double steps_time = 2 *
+                              (std::ceil(std::log2(nodes)) * m.inter_step_us() +
+                               (g - 1) * m.intra_step_us()) /
+                              (step_s * 1e6);
     consider("tree", steps_time, bw * 0.9);
   }
   best.bottleneck = bottleneck;
@@ -218,9 +222,63 @@ absl::StatusOr<Prediction> PredictCollective(const v1::Topology& t, int nodes,
   return best;
 }
 
-absl::StatusOr<v1::ModelParams> Calibrate(const v1::Topology& t, int nodes,
-                                          const std::vector<Measurement>& points,
-                                          int64_t min_bytes) {
+absl::StatusOr<DpStepPrediction> PredictDpStep(const v1::Topology& t, int nodes,
+                                               const DpStepSpec& s) {
+  if (s.layers < 1 || s.hidden < 1 || s.compute_s <= 0)
+    return absl::InvalidArgumentError(
+        "a step needs layers, hidden and compute");
+  DpStepPrediction p;
+  p.compute_s = s.compute_s;
+  const int ranks = nodes * t.node().gpus();
+  if (ranks < 2) {
+    p.step_s = s.compute_s;
+    return p;
+  }
+  const double backward = s.compute_s * 2.0 / 3.0;
+  const double forward_and_rest = s.compute_s - backward;
+  const double per_layer = backward / s.layers;
+  const int64_t layer_bytes = s.hidden * s.hidden * s.dtype_bytes;
+  // Buckets in backward order: (ready time, bytes).
+  std::vector<std::pair<double, int64_t>> buckets;
+  int64_t open = 0;
+  for (int done = 1; done <= s.layers; ++done) {
+    open += layer_bytes;
+    if (open >= s.bucket_bytes || done == s.layers) {
+      buckets.push_back({done * per_layer, open});
+      open = 0;
+    }
+  }
+  double end = 0;
+  for (const auto& [ready, bytes] : buckets) {
+    auto ar = PredictCollective(t, nodes, v1::ALL_REDUCE, bytes);
+    if (!ar.ok()) return ar.status();
+    const double start = std::max(s.overlap ? ready : backward, end);
+    end = start + ar->time_s;
+    p.comm_s += ar->time_s;
+  }
+  p.buckets = static_cast<int>(buckets.size());
+  p.exposed_comm_s = std::max(0.0, end - backward);
+  p.step_s = forward_and_rest + backward + p.exposed_comm_s;
+  return p;
+}
+
+absl::StatusOr<double> ComputeSeconds(const v1::Topology& t,
+                                      const DpStepSpec& s,
+                                      const std::string& dtype,
+                                      double efficiency) {
+  auto it = t.node().gpu().peak_tflops().find(dtype);
+  if (it == t.node().gpu().peak_tflops().end() || it->second <= 0) {
+    return absl::NotFoundError(absl::StrFormat("%s: no %s peak for %s", t.id(),
+                                               dtype, t.node().gpu().model()));
+  }
+  const double flop = 6.0 * static_cast<double>(s.batch) * s.hidden *
+                      static_cast<double>(s.hidden) * s.layers;
+  return flop / (it->second * 1e12 * efficiency);
+}
+
+absl::StatusOr<v1::ModelParams> Calibrate(
+    const v1::Topology& t, int nodes, const std::vector<Measurement>& points,
+    int64_t min_bytes) {
   std::vector<Measurement> use;
   for (const Measurement& p : points)
     if (p.size_bytes >= min_bytes && p.time_s > 0) use.push_back(p);
@@ -267,15 +325,16 @@ absl::StatusOr<v1::ModelParams> Calibrate(const v1::Topology& t, int nodes,
     const double eff_d = pass == 0 ? 0.01 : 0.0005;
     const double lg_span = pass == 0 ? 0 : 0.2;
     const double lg_d = pass == 0 ? 0.1 : 0.01;
-    const double step_c = std::log10(best_step), chunk_c = std::log10(best_chunk);
-    for (double eff = eff_lo; eff <= std::min(1.0, eff_hi) + 1e-9; eff += eff_d) {
+    const double step_c = std::log10(best_step),
+                 chunk_c = std::log10(best_chunk);
+    for (double eff = eff_lo; eff <= std::min(1.0, eff_hi) + 1e-9;
+         eff += eff_d) {
       if (eff <= 0) continue;
       for (double ls = pass == 0 ? -1 : step_c - lg_span;
            ls <= (pass == 0 ? 1.5 : step_c + lg_span) + 1e-9; ls += lg_d) {
         for (double lc = pass == 0 ? -2 : chunk_c - lg_span;
              lc <= (pass == 0 ? 2 : chunk_c + lg_span) + 1e-9; lc += lg_d) {
-          v1::ModelParams m =
-              with(eff, std::pow(10.0, ls), std::pow(10.0, lc));
+          v1::ModelParams m = with(eff, std::pow(10.0, ls), std::pow(10.0, lc));
           auto err = error_of(m);
           if (!err.ok()) return err.status();
           if (*err < best_err) {

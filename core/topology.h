@@ -57,10 +57,43 @@ struct Prediction {
 
 // `collective` of `size_bytes` (per rank, as nccl-tests counts) on `nodes`
 // nodes of the topology, every GPU a rank.
-absl::StatusOr<Prediction> PredictCollective(const v1::Topology& t,
-                                             int nodes,
+absl::StatusOr<Prediction> PredictCollective(const v1::Topology& t, int nodes,
                                              v1::Collective collective,
                                              int64_t size_bytes);
+
+// A data-parallel training step (the MLP of bench: train): `compute_s` is
+// one rank's forward + backward + optimizer (measured on one rank, or from
+// ComputeSeconds). Backward is two thirds of it, layer by layer from the
+// last; each layer's gradient joins the current bucket, which is
+// all-reduced (in order, one at a time) once it reaches the cap; with
+// overlap a bucket starts as soon as it is complete, without overlap after
+// backward. Contention between the reduction and backward's GEMMs is not
+// modelled (docs/model.md).
+struct DpStepSpec {
+  int layers = 0;
+  int64_t hidden = 0;
+  int64_t batch = 0;  // per rank
+  int dtype_bytes = 2;
+  int64_t bucket_bytes = 25 << 20;
+  bool overlap = true;
+  double compute_s = 0;
+};
+struct DpStepPrediction {
+  double step_s = 0;
+  double compute_s = 0;
+  double exposed_comm_s = 0;  // reduction left after backward
+  double comm_s = 0;          // all reductions together
+  int buckets = 0;
+};
+absl::StatusOr<DpStepPrediction> PredictDpStep(const v1::Topology& t, int nodes,
+                                               const DpStepSpec& spec);
+
+// One rank's step from the GPU's peak: 6 x batch x hidden^2 x layers FLOP at
+// `efficiency` of the dense peak of `dtype` ("bf16", "fp16", "tf32" ...).
+absl::StatusOr<double> ComputeSeconds(const v1::Topology& t,
+                                      const DpStepSpec& spec,
+                                      const std::string& dtype,
+                                      double efficiency);
 
 // One measured point: a collective's median time at a size.
 struct Measurement {

@@ -1,9 +1,8 @@
 #include "core/topology.h"
 
 #include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
 
@@ -48,7 +47,8 @@ TEST(Topologies, SpeedOfLightOfThePathsWeMeasureOn) {
 TEST(Topologies, ErrorsNameFileLineAndField) {
   auto bad = ParseTopology("id: x\nnode:\n  gpus: 8\n  gpux: 1\n", "t.yaml");
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(bad.status().message(), HasSubstr("t.yaml:4: node.gpux: unknown key"));
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("t.yaml:4: node.gpux: unknown key"));
   bad = ParseTopology("id: x\nnode:\n  gpus: many\n", "t.yaml");
   EXPECT_THAT(bad.status().message(),
               HasSubstr("t.yaml:3: node.gpus: expected an integer"));
@@ -120,6 +120,33 @@ TEST(Model, CalibrationRecoversTheParametersItWasGeneratedWith) {
   EXPECT_NEAR(fit->nvlink_efficiency(), 0.7625, 0.003);
   EXPECT_NEAR(fit->intra_step_us(), 3.0, 0.3);
   EXPECT_THAT(fit->source(), HasSubstr("calibrated on 13 measurement"));
+}
+
+TEST(Model, DataParallelStepHidesAllButTheLastBucket) {
+  auto pair = LoadTopology(TopologyPath("h200-nvlink-pair.yaml"));
+  ASSERT_TRUE(pair.ok());
+  DpStepSpec s;
+  s.layers = 8;
+  s.hidden = 8192;
+  s.batch = 4096;
+  s.compute_s = 0.020;
+  auto one = PredictDpStep(*pair, 1, s);  // the topology's 2 GPUs
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->buckets, 8) << "128 MiB layers each fill a 25 MiB bucket";
+  auto last = PredictCollective(*pair, 1, v1::ALL_REDUCE, int64_t{128} << 20);
+  ASSERT_TRUE(last.ok());
+  EXPECT_NEAR(one->exposed_comm_s, last->time_s, 1e-9)
+      << "only the first layer's bucket is left after backward";
+  EXPECT_NEAR(one->step_s, 0.020 + last->time_s, 1e-9);
+  s.overlap = false;
+  auto serial = PredictDpStep(*pair, 1, s);
+  ASSERT_TRUE(serial.ok());
+  EXPECT_NEAR(serial->step_s, 0.020 + serial->comm_s, 1e-9);
+  EXPECT_NEAR(serial->comm_s, 8 * last->time_s, 1e-9);
+  auto flops = ComputeSeconds(*pair, s, "bf16", 0.5);
+  ASSERT_TRUE(flops.ok());
+  EXPECT_NEAR(*flops, 6.0 * 4096 * 8192.0 * 8192 * 8 / (989.5e12 * 0.5), 1e-9);
+  EXPECT_FALSE(ComputeSeconds(*pair, s, "fp4", 0.5).ok());
 }
 
 }  // namespace

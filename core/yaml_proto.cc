@@ -77,10 +77,9 @@ class Reader {
       if (!node.IsSequence()) return Error(node, path, "expected a list");
       for (size_t i = 0; i < node.size(); ++i) {
         const std::string item = absl::StrFormat("%s[%d]", path, i);
-        absl::Status s =
-            f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE
-                ? ReadMessage(node[i], item, r->AddMessage(msg, f))
-                : AddScalar(node[i], item, f, msg);
+        absl::Status s = f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE
+                             ? ReadMessage(node[i], item, r->AddMessage(msg, f))
+                             : AddScalar(node[i], item, f, msg);
         if (!s.ok()) return s;
       }
       return absl::OkStatus();
@@ -93,8 +92,7 @@ class Reader {
   // One scalar value of field `f`, set (or added, when `add`).
   absl::Status Scalar(const YAML::Node& node, const std::string& path,
                       const FieldDescriptor* f, Message* msg, bool add) const {
-    if (!node.IsScalar())
-      return Error(node, path, "expected a single value");
+    if (!node.IsScalar()) return Error(node, path, "expected a single value");
     const Reflection* r = msg->GetReflection();
     const std::string& text = node.Scalar();
     switch (f->cpp_type()) {
@@ -132,7 +130,8 @@ class Reader {
       case FieldDescriptor::CPPTYPE_BOOL: {
         bool v = false;
         if (!absl::SimpleAtob(text, &v))
-          return Error(node, path, "expected true or false, got \"" + text + "\"");
+          return Error(node, path,
+                       "expected true or false, got \"" + text + "\"");
         add ? r->AddBool(msg, f, v) : r->SetBool(msg, f, v);
         return absl::OkStatus();
       }

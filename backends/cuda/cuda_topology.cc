@@ -58,7 +58,8 @@ std::string DescribeGpusJson() {
       nlohmann::json pair = {{"a", a}, {"b", b}, {"p2p", p2p != 0}};
       if (auto nv = NvmlNvlink(bus[a], bus[b])) {
         pair["nvlink_links"] = nv->links_to_peer;
-        if (nv->links_to_peer > 0) generation = std::max(generation, nv->version);
+        if (nv->links_to_peer > 0)
+          generation = std::max(generation, nv->version);
       }
       out["pairs"].push_back(pair);
     }
