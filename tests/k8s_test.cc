@@ -101,14 +101,9 @@ TEST(K8sLaunch, IndexedJobPodsBootstrapWithoutMpiAndMatchMpiResults) {
   auto stub = serve.Stub();
   const std::string plan = testing::PlanPath("bootstrap.yaml");
 
-  v1::SubmitPlanResponse sub;
-  {
-    auto ctx = Ctx(admin);
-    ASSERT_TRUE(
-        stub->SubmitPlan(ctx.get(), testing::HostSubmission(plan, 4), &sub)
-            .ok());
-  }
-  const std::string job_id = sub.job().job_id();
+  auto sub = testing::Submit(*stub, admin, testing::HostSubmission(plan, 4));
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  const std::string job_id = sub->job().job_id();
   v1::Job done =
       testing::WaitTerminal(*stub, admin, job_id, absl::Seconds(120));
   ASSERT_EQ(done.state(), v1::JOB_SUCCEEDED)
@@ -210,30 +205,15 @@ TEST(K8sLaunch, CancelDeletesTheJobAndItsPodsEnd) {
   ASSERT_TRUE(serve.ok()) << serve.output();
   const std::string admin = serve.admin_token();
   auto stub = serve.Stub();
-  v1::SubmitPlanResponse sub;
-  {
-    auto ctx = Ctx(admin);
-    ASSERT_TRUE(stub->SubmitPlan(ctx.get(),
-                                 testing::HostSubmission(
-                                     testing::PlanPath("service-long.yaml"), 2),
-                                 &sub)
-                    .ok());
-  }
-  const std::string job_id = sub.job().job_id();
+  auto sub = testing::Submit(
+      *stub, admin,
+      testing::HostSubmission(testing::PlanPath("service-long.yaml"), 2));
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  const std::string job_id = sub->job().job_id();
   const std::string name = "ringmaster-" + job_id + "-1";
-  absl::Time give_up = absl::Now() + absl::Seconds(60);
-  bool running = false;
-  while (absl::Now() < give_up && !running) {
-    v1::GetJobRequest g;
-    g.set_job_id(job_id);
-    v1::GetJobResponse gr;
-    auto ctx = Ctx(admin);
-    running = stub->GetJob(ctx.get(), g, &gr).ok() &&
-              gr.job().state() == v1::JOB_RUNNING &&
-              gr.job().results_received() > 0;
-    if (!running) absl::SleepFor(absl::Milliseconds(100));
-  }
-  ASSERT_TRUE(running) << serve.output();
+  v1::Job running =
+      testing::WaitRunningWithResults(*stub, admin, job_id, absl::Seconds(60));
+  ASSERT_EQ(running.state(), v1::JOB_RUNNING) << serve.output();
   std::vector<int> pids;
   for (const auto& p :
        absl::StrSplit(testing::ReadFile(cluster.state + "/" + name + ".pids"),

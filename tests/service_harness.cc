@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <sstream>
 
@@ -175,8 +176,9 @@ std::unique_ptr<grpc::ClientContext> Ctx(const std::string& token,
   return ctx;
 }
 
-v1::Job WaitTerminal(v1::Coordinator::Stub& stub, const std::string& token,
-                     const std::string& job_id, absl::Duration timeout) {
+v1::Job WaitFor(v1::Coordinator::Stub& stub, const std::string& token,
+                const std::string& job_id, absl::Duration timeout,
+                const std::function<bool(const v1::Job&)>& done) {
   absl::Time give_up = absl::Now() + timeout;
   v1::Job last;
   while (absl::Now() < give_up) {
@@ -186,13 +188,38 @@ v1::Job WaitTerminal(v1::Coordinator::Stub& stub, const std::string& token,
     auto ctx = Ctx(token, absl::Seconds(2));
     if (stub.GetJob(ctx.get(), req, &resp).ok()) {
       last = resp.job();
-      if (last.state() == v1::JOB_SUCCEEDED || last.state() == v1::JOB_FAILED ||
-          last.state() == v1::JOB_CANCELLED)
-        return last;
+      if (done(last)) return last;
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
   return last;
+}
+
+v1::Job WaitTerminal(v1::Coordinator::Stub& stub, const std::string& token,
+                     const std::string& job_id, absl::Duration timeout) {
+  return WaitFor(stub, token, job_id, timeout, [](const v1::Job& j) {
+    return j.state() == v1::JOB_SUCCEEDED || j.state() == v1::JOB_FAILED ||
+           j.state() == v1::JOB_CANCELLED;
+  });
+}
+
+v1::Job WaitRunningWithResults(v1::Coordinator::Stub& stub,
+                               const std::string& token,
+                               const std::string& job_id,
+                               absl::Duration timeout) {
+  return WaitFor(stub, token, job_id, timeout, [](const v1::Job& j) {
+    return j.state() == v1::JOB_RUNNING && j.results_received() > 0;
+  });
+}
+
+absl::StatusOr<v1::SubmitPlanResponse> Submit(
+    v1::Coordinator::Stub& stub, const std::string& token,
+    const v1::SubmitPlanRequest& request) {
+  v1::SubmitPlanResponse resp;
+  auto ctx = Ctx(token);
+  grpc::Status s = stub.SubmitPlan(ctx.get(), request, &resp);
+  if (!s.ok()) return absl::UnknownError("SubmitPlan: " + s.error_message());
+  return resp;
 }
 
 std::string PlanPath(const std::string& name) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "coordinator/launcher.h"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
@@ -69,6 +70,17 @@ std::unique_ptr<grpc::ClientContext> Ctx(
 // seen state at the deadline).
 v1::Job WaitTerminal(v1::Coordinator::Stub& stub, const std::string& token,
                      const std::string& job_id, absl::Duration timeout);
+// Waits until the job runs and has stored a result; returns it (or the last
+// seen state at the deadline).
+v1::Job WaitRunningWithResults(v1::Coordinator::Stub& stub,
+                               const std::string& token,
+                               const std::string& job_id,
+                               absl::Duration timeout);
+
+// SubmitPlan with `token`; the error names the gRPC status.
+absl::StatusOr<v1::SubmitPlanResponse> Submit(
+    v1::Coordinator::Stub& stub, const std::string& token,
+    const v1::SubmitPlanRequest& request);
 
 std::string PlanPath(const std::string& name);  // tests/plans/NAME
 

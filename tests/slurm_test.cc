@@ -75,17 +75,12 @@ TEST(SlurmLaunch, TwoRanksUnderSrunPmixSucceedAndCancelGoesThroughScancel) {
   auto stub = serve.Stub();
 
   // 1. The quickstart on 2 ranks through sbatch + srun --mpi=pmix.
-  v1::SubmitPlanResponse a;
-  {
-    auto ctx = Ctx(admin);
-    ASSERT_TRUE(stub->SubmitPlan(ctx.get(),
-                                 testing::HostSubmission(
-                                     std::string(RINGMASTER_SOURCE_DIR) +
-                                         "/plans/quickstart.yaml",
-                                     2),
-                                 &a)
-                    .ok());
-  }
+  auto submitted = testing::Submit(
+      *stub, admin,
+      testing::HostSubmission(
+          std::string(RINGMASTER_SOURCE_DIR) + "/plans/quickstart.yaml", 2));
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const v1::SubmitPlanResponse& a = *submitted;
   v1::Job done =
       testing::WaitTerminal(*stub, admin, a.job().job_id(), absl::Seconds(120));
   ASSERT_EQ(done.state(), v1::JOB_SUCCEEDED)
@@ -113,41 +108,25 @@ TEST(SlurmLaunch, TwoRanksUnderSrunPmixSucceedAndCancelGoesThroughScancel) {
                                                      : a.worker_token())));
 
   // 2. A long job, cancelled while it runs: scancel ends it.
-  v1::SubmitPlanResponse b;
-  {
-    auto ctx = Ctx(admin);
-    ASSERT_TRUE(stub->SubmitPlan(ctx.get(),
-                                 testing::HostSubmission(
-                                     testing::PlanPath("service-long.yaml"), 2),
-                                 &b)
-                    .ok());
-  }
-  absl::Time give_up = absl::Now() + absl::Seconds(60);
-  int64_t slurm_id = 0;
-  while (absl::Now() < give_up) {
-    v1::GetJobRequest g;
-    g.set_job_id(b.job().job_id());
-    v1::GetJobResponse gr;
-    auto ctx = Ctx(admin);
-    if (stub->GetJob(ctx.get(), g, &gr).ok() &&
-        gr.job().state() == v1::JOB_RUNNING &&
-        gr.job().results_received() > 0) {
-      slurm_id = gr.job().slurm_job_id();
-      break;
-    }
-    absl::SleepFor(absl::Milliseconds(100));
-  }
+  auto b = testing::Submit(
+      *stub, admin,
+      testing::HostSubmission(testing::PlanPath("service-long.yaml"), 2));
+  ASSERT_TRUE(b.ok()) << b.status();
+  const int64_t slurm_id =
+      testing::WaitRunningWithResults(*stub, admin, b->job().job_id(),
+                                      absl::Seconds(60))
+          .slurm_job_id();
   ASSERT_GT(slurm_id, 0) << serve.output();
   const absl::Time cancel_at = absl::Now();
   {
     v1::CancelJobRequest c;
-    c.set_job_id(b.job().job_id());
+    c.set_job_id(b->job().job_id());
     v1::CancelJobResponse cr;
     auto ctx = Ctx(admin);
     ASSERT_TRUE(stub->CancelJob(ctx.get(), c, &cr).ok());
   }
   v1::Job cancelled =
-      testing::WaitTerminal(*stub, admin, b.job().job_id(), absl::Seconds(60));
+      testing::WaitTerminal(*stub, admin, b->job().job_id(), absl::Seconds(60));
   EXPECT_EQ(cancelled.state(), v1::JOB_CANCELLED);
   // Slurm itself says the job is over (squeue no longer runs it).
   bool gone = false;

@@ -300,27 +300,39 @@ absl::Status Link::Exchange(std::span<const SendOp> sends,
     std::deque<std::pair<char*, int64_t>> in;
   };
   std::vector<Pending> pending(n);
-  for (const SendOp& s : sends) {
-    if (s.peer < 0 || s.peer >= n)
-      return absl::InvalidArgumentError(
-          absl::StrFormat("send to rank %d of %d", s.peer, n));
-    if (s.peer == rank) {
-      self_sends.push_back(&s);
-    } else if (s.bytes > 0) {
-      pending[s.peer].out.emplace_back(static_cast<const char*>(s.data),
-                                       s.bytes);
+  // Each message to its peer's queue (in order), or to the self list.
+  auto sort = [&](const auto& ops, auto* self, auto enqueue,
+                  const char* verb) -> absl::Status {
+    for (const auto& op : ops) {
+      if (op.peer < 0 || op.peer >= n) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s rank %d of %d", verb, op.peer, n));
+      }
+      if (op.peer == rank) {
+        self->push_back(&op);
+      } else if (op.bytes > 0) {
+        enqueue(op);
+      }
     }
+    return absl::OkStatus();
+  };
+  absl::Status sorted = sort(
+      sends, &self_sends,
+      [&](const SendOp& op) {
+        pending[op.peer].out.emplace_back(static_cast<const char*>(op.data),
+                                          op.bytes);
+      },
+      "send to");
+  if (sorted.ok()) {
+    sorted = sort(
+        recvs, &self_recvs,
+        [&](const RecvOp& op) {
+          pending[op.peer].in.emplace_back(static_cast<char*>(op.data),
+                                           op.bytes);
+        },
+        "receive from");
   }
-  for (const RecvOp& r : recvs) {
-    if (r.peer < 0 || r.peer >= n)
-      return absl::InvalidArgumentError(
-          absl::StrFormat("receive from rank %d of %d", r.peer, n));
-    if (r.peer == rank) {
-      self_recvs.push_back(&r);
-    } else if (r.bytes > 0) {
-      pending[r.peer].in.emplace_back(static_cast<char*>(r.data), r.bytes);
-    }
-  }
+  if (!sorted.ok()) return sorted;
   if (self_sends.size() != self_recvs.size())
     return absl::InvalidArgumentError("unmatched message to self");
   for (size_t i = 0; i < self_sends.size(); ++i) {
