@@ -266,14 +266,20 @@ absl::StatusOr<double> ComputeSeconds(const v1::Topology& t,
                                       const DpStepSpec& s,
                                       const std::string& dtype,
                                       double efficiency) {
-  auto it = t.node().gpu().peak_tflops().find(dtype);
-  if (it == t.node().gpu().peak_tflops().end() || it->second <= 0) {
+  const v1::PeakTflops& peaks = t.node().gpu().peak_tflops();
+  const auto* field = peaks.GetDescriptor()->FindFieldByName(dtype);
+  const double peak =
+      field != nullptr && field->cpp_type() ==
+                              google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE
+          ? peaks.GetReflection()->GetDouble(peaks, field)
+          : 0;
+  if (peak <= 0) {
     return absl::NotFoundError(absl::StrFormat("%s: no %s peak for %s", t.id(),
                                                dtype, t.node().gpu().model()));
   }
   const double flop = 6.0 * static_cast<double>(s.batch) * s.hidden *
                       static_cast<double>(s.hidden) * s.layers;
-  return flop / (it->second * 1e12 * efficiency);
+  return flop / (peak * 1e12 * efficiency);
 }
 
 absl::StatusOr<v1::ModelParams> Calibrate(
