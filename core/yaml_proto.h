@@ -1,6 +1,8 @@
 // A YAML document into a protobuf message through the message's
 // descriptor: keys are field names, nested mappings are messages, sequences
-// are repeated fields, map<string, T> fields are mappings. Every error is
+// are repeated fields, map<string, T> fields are mappings (map reflection
+// lives in libprotobuf: Debian's is not built for TSan, so messages read in
+// the TSan lane must not use maps). Every error is
 // one line "file:line: field.path: what was expected". Unknown keys are
 // errors, so a typo never passes silently.
 #ifndef RINGMASTER_CORE_YAML_PROTO_H_
