@@ -135,6 +135,18 @@ int main(int argc, char** argv) {
                    "dense peak its GEMMs reach")
       ->check(CLI::Range(0.01, 1.0))
       ->capture_default_str();
+  predict
+      ->add_option("--compare", predict_opts.compare,
+                   "Another topology to predict the plan on, side by side "
+                   "(repeatable: NVLink vs PCIe vs InfiniBand vs RoCE)")
+      ->allow_extra_args(false)
+      ->check(CLI::ExistingFile);
+  predict
+      ->add_option("--measured", predict_opts.measured,
+                   "Results (JSON Lines) whose busbw goes beside the "
+                   "predictions (repeatable)")
+      ->allow_extra_args(false)
+      ->check(CLI::ExistingFile);
   predict->add_option("--format", predict_opts.format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();

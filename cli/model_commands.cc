@@ -505,6 +505,71 @@ int PredictCommand(const PredictOptions& o) {
     summary["nodes"] = nodes;
     summary["predictions"] = rows;
 
+    // Interconnects side by side: the same collectives on other systems
+    // (each with its own model), and what was measured where it was.
+    if (!o.compare.empty() || !o.measured.empty()) {
+      std::vector<v1::Topology> systems = {t};
+      for (const std::string& path : o.compare) {
+        auto other = LoadTopology(path);
+        if (!other.ok()) return Fail(std::string(other.status().message()));
+        systems.push_back(*other);
+      }
+      std::map<std::pair<int, int64_t>, std::vector<double>> measured_busbw;
+      for (const std::string& path : o.measured) {
+        std::ifstream in(path);
+        if (!in) return Fail(path + ": cannot read");
+        std::string line;
+        while (std::getline(in, line)) {
+          v1::Result r;
+          google::protobuf::util::JsonParseOptions opts;
+          opts.ignore_unknown_fields = true;
+          if (!google::protobuf::util::JsonStringToMessage(line, &r, opts)
+                   .ok() ||
+              r.status() != v1::OK ||
+              r.case_().bench() != v1::BENCH_COLLECTIVE ||
+              !r.case_().variant().empty())
+            continue;
+          measured_busbw[{r.case_().collective(), r.case_().size_bytes()}]
+              .push_back(r.busbw_gbps());
+        }
+      }
+      std::cout << "#\n# busbw (GB/s) side by side, " << nodes
+                << " node(s) each (predicted"
+                << (o.measured.empty() ? "" : "; measured") << ")\n#"
+                << absl::StrFormat("%12s %-14s", "size", "collective");
+      for (const v1::Topology& sys : systems)
+        std::cout << absl::StrFormat(" %22s", sys.id().substr(0, 22));
+      if (!o.measured.empty())
+        std::cout << absl::StrFormat(" %10s", "measured");
+      std::cout << "\n";
+      nlohmann::json side = nlohmann::json::array();
+      for (const auto& [c, size] : points) {
+        std::cout << absl::StrFormat(" %12s %-14s", FormatBytes(size),
+                                     CollectiveName(c));
+        nlohmann::json row = {{"collective", std::string(CollectiveName(c))},
+                              {"size_bytes", size}};
+        for (const v1::Topology& sys : systems) {
+          auto p = PredictCollective(sys, nodes, c, size);
+          if (!p.ok()) return Fail(std::string(p.status().message()));
+          std::cout << absl::StrFormat(" %14.2f %-7s", p->busbw_gbps,
+                                       p->bottleneck);
+          row[sys.id()] = p->busbw_gbps;
+        }
+        auto m = measured_busbw.find({c, size});
+        if (m != measured_busbw.end()) {
+          std::vector<double> v = m->second;
+          std::sort(v.begin(), v.end());
+          std::cout << absl::StrFormat(" %10.2f", v[v.size() / 2]);
+          row["measured"] = v[v.size() / 2];
+        } else if (!o.measured.empty()) {
+          std::cout << absl::StrFormat(" %10s", "-");
+        }
+        std::cout << "\n";
+        side.push_back(row);
+      }
+      summary["side_by_side"] = side;
+    }
+
     // Training cases: the data-parallel step on each rung of the ladder.
     std::map<std::pair<std::string, bool>, double> measured_compute;
     if (!o.compute_from.empty()) {

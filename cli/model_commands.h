@@ -30,6 +30,10 @@ struct PredictOptions {
   // the GPU's peak at this GEMM efficiency.
   std::vector<std::string> compute_from;
   double gemm_efficiency = 0.7;
+  // Side by side: the plan's collectives on these topologies too (same
+  // --nodes), and measured busbw from these results where they exist.
+  std::vector<std::string> compare;
+  std::vector<std::string> measured;
 };
 int PredictCommand(const PredictOptions& options);
 

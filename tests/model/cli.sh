@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# `ringmaster topo` on a machine without GPUs, and `ringmaster predict` of
+# `ringmaster topo` on a machine without GPUs, `ringmaster predict` of
 # the collectives plan on the HGX H100 + NDR InfiniBand cluster (64 nodes):
 # every size predicted, and the all-reduce plateau (the largest size, where
 # the latency of 1022 ring steps no longer counts) inside the published
 # range for that system (ring busbw ~350-370 GB/s). The curve below it is
-# printed in the figure as predicted.
+# printed in the figure as predicted. And the same plan on NVLink, PCIe,
+# InfiniBand and RoCE systems side by side (--compare).
 #   tests/model/cli.sh BIN_DIR
 set -euo pipefail
 bin=${1:?the folder with the ringmaster binary}
@@ -34,6 +35,24 @@ cat "$work/plan.txt"
   --nodes 64 --sizes 512MiB:16GiB "$root/plans/collectives.yaml" \
   --summary "$work/large.json" > "$work/large.txt"
 grep -A8 "^# all_reduce" "$work/large.txt"
+# Interconnects side by side: NVLink (HGX) vs PCIe vs NDR vs RoCE, 4 nodes.
+"$bin/ringmaster" predict --topology "$root/topologies/hgx-h100-8.yaml" \
+  --compare "$root/topologies/h100-pcie-8.yaml" \
+  --compare "$root/topologies/hgx-h100-ndr-cluster.yaml" \
+  --compare "$root/topologies/hgx-h100-roce-cluster.yaml" \
+  --nodes 4 --sizes 1GiB:1GiB "$root/plans/collectives.yaml" \
+  --summary "$work/side.json" > "$work/side.txt"
+grep -A9 "side by side" "$work/side.txt"
+python3 - "$work/side.json" <<'PY' || fail "the side-by-side comparison"
+import json, sys
+rows = json.load(open(sys.argv[1]))["side_by_side"]
+ids = ("hgx-h100-8", "h100-pcie-8", "hgx-h100-ndr-cluster", "hgx-h100-roce-cluster")
+assert len(rows) == 7, rows
+for r in rows:
+    assert all(i in r for i in ids), r
+ar = next(r for r in rows if r["collective"] == "all_reduce")
+assert ar["h100-pcie-8"] < ar["hgx-h100-8"] / 4, ar
+PY
 python3 - "$work/plan.json" "$work/large.json" <<'PY' || status=1
 import json, sys
 plan = json.load(open(sys.argv[1]))
