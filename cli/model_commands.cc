@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <set>
@@ -257,11 +258,11 @@ int TopoCommand(const TopoOptions& o) {
 
 namespace {
 
-// All-reduce medians of the default path (no variant) from JSON Lines
-// results; the node count from the hosts of the ranks.
-absl::Status ReadMeasurements(const std::vector<std::string>& files,
-                              std::vector<Measurement>* out, int* nranks,
-                              int* nodes) {
+// Calls `fn` with every result of JSON Lines files (from `ringmaster run
+// --out` or `ringmaster results --format jsonl`); a line that is not a
+// result is an error naming the file and line.
+absl::Status ForEachResult(const std::vector<std::string>& files,
+                           const std::function<void(const v1::Result&)>& fn) {
   for (const std::string& path : files) {
     std::ifstream in(path);
     if (!in) return absl::NotFoundError(path + ": cannot read");
@@ -279,24 +280,36 @@ absl::Status ReadMeasurements(const std::vector<std::string>& files,
             "ringmaster results --format jsonl)",
             path, lineno));
       }
-      if (r.status() != v1::OK || r.case_().bench() != v1::BENCH_COLLECTIVE ||
-          r.case_().collective() != v1::ALL_REDUCE ||
-          !r.case_().variant().empty() || r.stats().median_s() <= 0)
-        continue;
-      if (*nranks == 0) {
-        *nranks = r.nranks();
-        // A ladder rung runs on the launch's first nranks ranks.
-        const auto& all_hosts = r.provenance().hosts();
-        std::set<std::string> hosts(
-            all_hosts.begin(),
-            all_hosts.begin() + std::min(all_hosts.size(), r.nranks()));
-        *nodes = std::max<int>(1, hosts.size());
-      }
-      if (r.nranks() != *nranks) continue;  // one rank count per calibration
-      out->push_back({v1::ALL_REDUCE, r.case_().size_bytes(), r.nranks(),
-                      r.stats().median_s()});
+      fn(r);
     }
   }
+  return absl::OkStatus();
+}
+
+// All-reduce medians of the default path (no variant) from JSON Lines
+// results; the node count from the hosts of the ranks.
+absl::Status ReadMeasurements(const std::vector<std::string>& files,
+                              std::vector<Measurement>* out, int* nranks,
+                              int* nodes) {
+  absl::Status read = ForEachResult(files, [&](const v1::Result& r) {
+    if (r.status() != v1::OK || r.case_().bench() != v1::BENCH_COLLECTIVE ||
+        r.case_().collective() != v1::ALL_REDUCE ||
+        !r.case_().variant().empty() || r.stats().median_s() <= 0)
+      return;
+    if (*nranks == 0) {
+      *nranks = r.nranks();
+      // A ladder rung runs on the launch's first nranks ranks.
+      const auto& all_hosts = r.provenance().hosts();
+      std::set<std::string> hosts(
+          all_hosts.begin(),
+          all_hosts.begin() + std::min(all_hosts.size(), r.nranks()));
+      *nodes = std::max<int>(1, hosts.size());
+    }
+    if (r.nranks() != *nranks) return;  // one rank count per calibration
+    out->push_back({v1::ALL_REDUCE, r.case_().size_bytes(), r.nranks(),
+                    r.stats().median_s()});
+  });
+  if (!read.ok()) return read;
   if (out->empty())
     return absl::InvalidArgumentError(
         "no successful all-reduce results to fit");
@@ -308,23 +321,14 @@ absl::Status ReadMeasurements(const std::vector<std::string>& files,
 absl::StatusOr<std::map<std::pair<std::string, bool>, double>> ReadComputeSteps(
     const std::vector<std::string>& files) {
   std::map<std::pair<std::string, bool>, double> out;
-  for (const std::string& path : files) {
-    std::ifstream in(path);
-    if (!in) return absl::NotFoundError(path + ": cannot read");
-    std::string line;
-    while (std::getline(in, line)) {
-      v1::Result r;
-      google::protobuf::util::JsonParseOptions opts;
-      opts.ignore_unknown_fields = true;
-      if (!google::protobuf::util::JsonStringToMessage(line, &r, opts).ok())
-        continue;
-      if (r.status() != v1::OK || r.case_().bench() != v1::BENCH_TRAIN ||
-          r.nranks() != 1 || r.train().compute_s() <= 0)
-        continue;
+  absl::Status read = ForEachResult(files, [&](const v1::Result& r) {
+    if (r.status() == v1::OK && r.case_().bench() == v1::BENCH_TRAIN &&
+        r.nranks() == 1 && r.train().compute_s() > 0) {
       out[{r.case_().spec_name(), r.case_().train().overlap()}] =
           r.stats().median_s();
     }
-  }
+  });
+  if (!read.ok()) return read;
   return out;
 }
 
@@ -515,24 +519,14 @@ int PredictCommand(const PredictOptions& o) {
         systems.push_back(*other);
       }
       std::map<std::pair<int, int64_t>, std::vector<double>> measured_busbw;
-      for (const std::string& path : o.measured) {
-        std::ifstream in(path);
-        if (!in) return Fail(path + ": cannot read");
-        std::string line;
-        while (std::getline(in, line)) {
-          v1::Result r;
-          google::protobuf::util::JsonParseOptions opts;
-          opts.ignore_unknown_fields = true;
-          if (!google::protobuf::util::JsonStringToMessage(line, &r, opts)
-                   .ok() ||
-              r.status() != v1::OK ||
-              r.case_().bench() != v1::BENCH_COLLECTIVE ||
-              !r.case_().variant().empty())
-            continue;
+      absl::Status read = ForEachResult(o.measured, [&](const v1::Result& r) {
+        if (r.status() == v1::OK && r.case_().bench() == v1::BENCH_COLLECTIVE &&
+            r.case_().variant().empty()) {
           measured_busbw[{r.case_().collective(), r.case_().size_bytes()}]
               .push_back(r.busbw_gbps());
         }
-      }
+      });
+      if (!read.ok()) return Fail(std::string(read.message()));
       std::cout << "#\n# busbw (GB/s) side by side, " << nodes
                 << " node(s) each (predicted"
                 << (o.measured.empty() ? "" : "; measured") << ")\n#"

@@ -15,13 +15,15 @@ root=$(cd "$here/../../../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 zcat "$here/../allreduce/ringmaster.jsonl.gz" > "$work/allreduce.jsonl"
+bin=$(cd "$bin" && pwd)
+cd "$work"  # file names in the output relative to it
 "$bin/ringmaster" predict --topology "$root/topologies/h200-nvlink-pair.yaml" \
-  --calibrate "$work/allreduce.jsonl" --holdout 2 \
+  --calibrate allreduce.jsonl --holdout 2 \
   --params-out "$here/params.yaml" --summary "$work/collectives.json" \
   | tee "$here/calibration.txt"
 tar xzf "$here/../train/call-4-final.tgz" -C "$work" ./ringmaster2.jsonl
 "$bin/ringmaster" predict --topology "$root/topologies/h200-nvlink-pair.yaml" \
-  --calibrate "$work/allreduce.jsonl" --compute-from "$work/ringmaster2.jsonl" \
+  --calibrate allreduce.jsonl --compute-from ringmaster2.jsonl \
   --summary "$work/train.json" "$root/bench/train/plan.yaml" > "$here/train.txt"
 python3 - "$work" "$here" <<'PY'
 import json, sys
