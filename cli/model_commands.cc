@@ -22,6 +22,7 @@
 #include "cli/run_command.h"
 #include "coordinator/launcher.h"
 #include "core/names.h"
+#include "core/placement.h"
 #include "core/plan.h"
 #include "core/sweep.h"
 #include "core/topology.h"
@@ -133,20 +134,6 @@ std::vector<Nic> DetectNics() {
   return nics;
 }
 
-std::string Hostname() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-std::string WorkerPath(const std::string& given) {
-  if (!given.empty()) return given;
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? "ringmaster-worker"
-            : (self.parent_path() / "ringmaster-worker").string();
-}
-
 }  // namespace
 
 int TopoCommand(const TopoOptions& o) {
@@ -155,7 +142,8 @@ int TopoCommand(const TopoOptions& o) {
   // GPUs through the worker (it links CUDA and loads NVML).
   nlohmann::json gpus = nlohmann::json::object();
   std::string gpu_note;
-  auto probe = RunAndCapture({WorkerPath(o.worker), "probe", "--topology"},
+  auto probe = RunAndCapture({o.worker.empty() ? DefaultWorkerPath() : o.worker,
+                              "probe", "--topology"},
                              nullptr, absl::Seconds(60));
   if (probe.ok() && probe->exit_code == 0) {
     try {
@@ -171,8 +159,8 @@ int TopoCommand(const TopoOptions& o) {
     gpu_note = gpus.value("note", std::string("no GPU found"));
 
   v1::Topology t;
-  t.set_id("detected-" + Hostname());
-  t.set_name(Hostname());
+  t.set_id("detected-" + HostName());
+  t.set_name(HostName());
   t.set_nodes(1);
   v1::NodeSpec* node = t.mutable_node();
   node->set_gpus(static_cast<int>(devices.size()));
@@ -203,12 +191,12 @@ int TopoCommand(const TopoOptions& o) {
     nic->set_count(count);
   }
   if (o.format == "yaml") {
-    std::cout << "# ringmaster topo on " << Hostname()
+    std::cout << "# ringmaster topo on " << HostName()
               << (gpu_note.empty() ? "" : " (" + gpu_note + ")") << "\n"
               << MessageToYaml(t);
     return kExitOk;
   }
-  std::cout << absl::StrFormat("host %s\n", Hostname());
+  std::cout << absl::StrFormat("host %s\n", HostName());
   std::cout << absl::StrFormat(
       "CPU: %d package(s), %d core(s), %d hardware thread(s); %d NUMA "
       "node(s)\n",

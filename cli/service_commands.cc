@@ -16,6 +16,7 @@
 #include "coordinator/slurm.h"
 #include "coordinator/supervisor.h"
 #include "core/names.h"
+#include "core/placement.h"
 #include "core/plan.h"
 #include "core/report.h"
 #include "core/sweep.h"
@@ -24,8 +25,6 @@
 #include "ringmaster/v1/coordinator.grpc.pb.h"
 #include "spdlog/spdlog.h"
 #include "worker/channel.h"
-
-extern char** environ;
 
 namespace ringmaster {
 namespace {

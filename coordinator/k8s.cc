@@ -7,8 +7,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 
-extern char** environ;
-
 namespace ringmaster {
 namespace {
 
@@ -146,17 +144,6 @@ absl::StatusOr<std::string> Finish(YAML::Emitter& out) {
 }
 
 }  // namespace
-
-std::map<std::string, std::string> NcclEnvironment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string kv = *e;
-    const auto eq = kv.find('=');
-    if (absl::StartsWith(kv, "NCCL_") && eq != std::string::npos)
-      env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return env;
-}
 
 std::string DnsLabel(const std::string& text) {
   std::string out;

@@ -37,10 +37,6 @@ struct K8sSpec {
   std::string token;
 };
 
-// This process's NCCL_* environment variables (what reaches every
-// container).
-std::map<std::string, std::string> NcclEnvironment();
-
 // A DNS-1123 label from free text: lowercase, [a-z0-9-], at most 63.
 std::string DnsLabel(const std::string& text);
 

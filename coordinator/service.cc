@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/placement.h"
 #include "spdlog/spdlog.h"
 
 extern char** environ;

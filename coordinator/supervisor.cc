@@ -17,15 +17,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "core/names.h"
+#include "core/placement.h"
 
 namespace ringmaster {
 namespace {
-
-std::string Hostname() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
 
 bool ProcessAlive(int pid) {
   return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
@@ -179,6 +174,18 @@ class SlurmHandle : public LaunchHandle {
   SlurmEnd final_;
 };
 
+// kubectl with the launch's namespace, then `args`.
+std::vector<std::string> KubectlArgv(const K8sLaunch& l,
+                                     std::vector<std::string> args) {
+  std::vector<std::string> argv = {l.kubectl};
+  if (!l.spec.namespace_.empty()) {
+    argv.push_back("--namespace");
+    argv.push_back(l.spec.namespace_);
+  }
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
 // A Kubernetes attempt, seen through kubectl: over when the Job (or
 // MPIJob) has a Complete/Succeeded or Failed condition, or is gone.
 class K8sHandle : public LaunchHandle {
@@ -222,13 +229,7 @@ class K8sHandle : public LaunchHandle {
  private:
   std::string Kind() const { return l_.style == "mpijob" ? "mpijob" : "job"; }
   std::vector<std::string> Base(std::vector<std::string> args) const {
-    std::vector<std::string> argv = {l_.kubectl};
-    if (!l_.spec.namespace_.empty()) {
-      argv.push_back("--namespace");
-      argv.push_back(l_.spec.namespace_);
-    }
-    argv.insert(argv.end(), args.begin(), args.end());
-    return argv;
+    return KubectlArgv(l_, std::move(args));
   }
   const std::vector<std::string>* Env() const {
     return l_.env.empty() ? nullptr : &l_.env;
@@ -309,7 +310,7 @@ JobSupervisor::JobSupervisor(JobManager* manager, std::string job_id,
     : manager_(manager),
       job_id_(std::move(job_id)),
       limits_(limits),
-      my_host_(Hostname()),
+      my_host_(HostName()),
       start_(absl::Now()),
       log_(std::make_shared<Log>()) {}
 
@@ -430,14 +431,9 @@ absl::StatusOr<std::unique_ptr<JobSupervisor>> JobSupervisor::LaunchK8s(
                                  ": short write of the manifests");
     }
   }
-  std::vector<std::string> argv = {launch.kubectl};
-  if (!launch.spec.namespace_.empty()) {
-    argv.push_back("--namespace");
-    argv.push_back(launch.spec.namespace_);
-  }
-  argv.insert(argv.end(), {"apply", "-f", launch.manifest_path});
-  auto applied = RunAndCapture(argv, launch.env.empty() ? nullptr : &launch.env,
-                               absl::Seconds(60));
+  auto applied = RunAndCapture(
+      KubectlArgv(launch, {"apply", "-f", launch.manifest_path}),
+      launch.env.empty() ? nullptr : &launch.env, absl::Seconds(60));
   if (!applied.ok()) return applied.status();
   if (applied->exit_code != 0) {
     return absl::UnavailableError(absl::StrFormat(

@@ -1,6 +1,7 @@
 #include "core/placement.h"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -11,7 +12,26 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
+extern char** environ;
+
 namespace ringmaster {
+
+std::string HostName() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+std::map<std::string, std::string> NcclEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const auto eq = kv.find('=');
+    if (kv.rfind("NCCL_", 0) == 0 && eq != std::string::npos)
+      env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
 
 std::string FormatCpuList(const std::vector<int>& cpus) {
   std::string out;

@@ -3,10 +3,18 @@
 #ifndef RINGMASTER_CORE_PLACEMENT_H_
 #define RINGMASTER_CORE_PLACEMENT_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
 namespace ringmaster {
+
+// This machine's host name.
+std::string HostName();
+
+// This process's NCCL_* environment variables, by name (what a rank runs
+// with, and what reaches every container of a Kubernetes launch).
+std::map<std::string, std::string> NcclEnvironment();
 
 // "cpus 0-31 numa 0" for the calling thread's affinity (NUMA nodes of
 // those CPUs from /sys; omitted when unknown).

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "core/placement.h"
 
 namespace ringmaster {
 namespace {
@@ -54,8 +55,7 @@ absl::StatusOr<int> WorldSizeFromEnvironment() {
 }
 
 std::string RouteAddressTo(const std::string& coordinator) {
-  char hostname[256] = {};
-  gethostname(hostname, sizeof hostname - 1);
+  const std::string hostname = HostName();
   auto colon = coordinator.rfind(':');
   std::string host = coordinator.substr(0, colon);
   std::string port =

@@ -39,6 +39,7 @@
 #include "core/faults.h"
 #include "core/fingerprint.h"
 #include "core/names.h"
+#include "core/placement.h"
 #include "core/progress.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -71,23 +72,6 @@ int GpuCount() {
 #endif
 }
 
-std::string Hostname() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-std::map<std::string, std::string> NcclEnv() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string kv = *e;
-    if (!absl::StartsWith(kv, "NCCL_")) continue;
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return env;
-}
-
 int Probe(bool topology) {
   if (topology) {
 #ifdef RINGMASTER_HAVE_CUDA
@@ -110,7 +94,7 @@ int Probe(bool topology) {
 #else
   out["cuda_backend"] = false;
 #endif
-  out["host"] = Hostname();
+  out["host"] = HostName();
   out["build"] = GitSha();
   std::cout << out.dump() << std::endl;
   return 0;
@@ -256,13 +240,13 @@ int Run(const RunArgs& args, int argc, char** argv) {
 #endif
 
   v1::Fingerprint fp;
-  fp.set_host(Hostname());
+  fp.set_host(HostName());
   fp.set_pid(static_cast<int32_t>(getpid()));
   fp.set_build_id(GitSha());
   fp.set_backend(backend_name);
   fp.set_mpi_version(args.bootstrap ? "" : MpiLibraryVersion());
   fp.set_local_rank(local_rank);
-  for (const auto& [k, v] : NcclEnv()) (*fp.mutable_nccl_env())[k] = v;
+  for (const auto& [k, v] : NcclEnvironment()) (*fp.mutable_nccl_env())[k] = v;
 #ifdef RINGMASTER_HAVE_CUDA
   if (backend_name == "cuda") {
     BackendInfo lib = CudaLibraryInfo();
@@ -292,18 +276,25 @@ int Run(const RunArgs& args, int argc, char** argv) {
   const v1::Job& job = registered->job();
   fp.set_plan_sha256(job.plan().source_sha256());
   const int attempt = job.attempt() > 0 ? job.attempt() : args.attempt;
-  report_failure = [&](const std::string& message) {
+  auto send_final = [&](const v1::Failure* failure) {
     v1::ReportResultsRequest req;
     req.set_job_id(args.job_id);
     req.set_rank(rank);
     req.set_attempt(attempt);
     req.set_final(true);
-    v1::Failure* f = req.mutable_failure();
-    f->set_reason(v1::BACKEND_ERROR);
-    f->set_rank(rank);
-    f->set_host(fp.host());
-    f->set_detail(message);
-    client->ReportResults(req).IgnoreError();
+    if (failure) *req.mutable_failure() = *failure;
+    auto s = client->ReportResults(req);
+    if (!s.ok())
+      spdlog::error("rank {}: final report: {}", rank, s.status().ToString());
+  };
+
+  report_failure = [&](const std::string& message) {
+    v1::Failure f;
+    f.set_reason(v1::BACKEND_ERROR);
+    f.set_rank(rank);
+    f.set_host(fp.host());
+    f.set_detail(message);
+    send_final(&f);
   };
 
   // Coordinator bootstrap: meet the other ranks, then build the TCP mesh.
@@ -340,18 +331,6 @@ int Run(const RunArgs& args, int argc, char** argv) {
     spdlog::info("rank {}: bootstrapped {} ranks over TCP", rank, nranks);
   }
   CommControl control(*world);
-
-  auto send_final = [&](const v1::Failure* failure) {
-    v1::ReportResultsRequest req;
-    req.set_job_id(args.job_id);
-    req.set_rank(rank);
-    req.set_attempt(attempt);
-    req.set_final(true);
-    if (failure) *req.mutable_failure() = *failure;
-    auto s = client->ReportResults(req);
-    if (!s.ok())
-      spdlog::error("rank {}: final report: {}", rank, s.status().ToString());
-  };
 
   // Fingerprints are compared before the first collective: a mismatch is a
   // clear failure on every rank, never a hang.
@@ -719,8 +698,9 @@ int main(int argc, char** argv) {
   auto* probe =
       app.add_subcommand("probe", "Print GPUs and library versions as JSON");
   bool probe_topology = false;
-  probe->add_flag("--topology", probe_topology,
-                  "Describe the GPUs and their links instead (ringmaster topo)");
+  probe->add_flag(
+      "--topology", probe_topology,
+      "Describe the GPUs and their links instead (ringmaster topo)");
   CLI11_PARSE(app, argc, argv);
   if (probe->parsed()) return ringmaster::Probe(probe_topology);
   if (args.local_ranks > 1) {

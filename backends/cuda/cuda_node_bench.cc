@@ -234,9 +234,7 @@ struct CudaNodeBench::Impl {
     char bus[32] = {};
     RM_CU(cudaDeviceGetPCIBusId(bus, sizeof bus, device_));
     bus_id_ = bus;
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    auto hosts = control.AllGatherStrings(host);
+    auto hosts = control.AllGatherStrings(HostName());
     if (!hosts.ok()) return hosts.status();
     auto buses = control.AllGatherStrings(bus_id_);
     if (!buses.ok()) return buses.status();

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "backends/cuda/cuda_check.h"
 #include "core/names.h"
+#include "core/placement.h"
 #include "core/training.h"
 #include "kernels/train_kernels.h"
 
@@ -315,9 +316,8 @@ struct CudaTrainer::Impl {
     const int peer = 1 - rank_;
     char bus[32] = {};
     RM_CU(cudaDeviceGetPCIBusId(bus, sizeof bus, device_));
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    auto ids = control.AllGatherStrings(std::string(host) + "|" + bus);
+    const std::string host = HostName();
+    auto ids = control.AllGatherStrings(host + "|" + bus);
     if (!ids.ok()) return ids.status();
     const std::string& other = (*ids)[peer];
     const std::string other_host = other.substr(0, other.find('|'));
