@@ -21,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "cli/run_command.h"
 #include "coordinator/launcher.h"
+#include "core/detected_topology.h"
 #include "core/names.h"
 #include "core/placement.h"
 #include "core/plan.h"
@@ -38,13 +39,6 @@ namespace fs = std::filesystem;
 int Fail(const std::string& message, int code = kExitUsage) {
   std::cerr << "ringmaster: error: " << message << "\n";
   return code;
-}
-
-std::string ReadSysFile(const fs::path& p) {
-  std::ifstream in(p);
-  std::string s;
-  std::getline(in, s);
-  return std::string(absl::StripAsciiWhitespace(s));
 }
 
 // ---------------------------------------------------------------- topo
@@ -88,57 +82,11 @@ CpuTopology DetectCpu() {
   return c;
 }
 
-struct Nic {
-  std::string name, kind;
-  double gbit_s = 0;  // 0: unknown (link down or virtual)
-};
-
-// Network ports: InfiniBand/RoCE devices from /sys/class/infiniband, the
-// rest from /sys/class/net (physical devices only).
-std::vector<Nic> DetectNics() {
-  std::vector<Nic> nics;
-  std::error_code ec;
-  std::set<std::string> rdma_netdevs;
-  for (const auto& dev : fs::directory_iterator("/sys/class/infiniband", ec)) {
-    for (const auto& port : fs::directory_iterator(dev.path() / "ports", ec)) {
-      Nic nic;
-      nic.name = dev.path().filename().string() + "/" +
-                 port.path().filename().string();
-      const std::string layer = ReadSysFile(port.path() / "link_layer");
-      nic.kind = layer == "Ethernet" ? "roce" : "infiniband";
-      // "400 Gb/sec (4X NDR)"
-      double rate = 0;
-      if (absl::SimpleAtod(
-              ReadSysFile(port.path() / "rate")
-                  .substr(0, ReadSysFile(port.path() / "rate").find(' ')),
-              &rate))
-        nic.gbit_s = rate;
-      nics.push_back(nic);
-    }
-    for (const auto& nd :
-         fs::directory_iterator(dev.path() / "device" / "net", ec))
-      rdma_netdevs.insert(nd.path().filename().string());
-  }
-  for (const auto& dev : fs::directory_iterator("/sys/class/net", ec)) {
-    const std::string name = dev.path().filename().string();
-    if (name == "lo" || !fs::exists(dev.path() / "device")) continue;
-    if (rdma_netdevs.count(name)) continue;  // listed as its RDMA device
-    Nic nic;
-    nic.name = name;
-    nic.kind = "ethernet";
-    double mbit = 0;
-    if (absl::SimpleAtod(ReadSysFile(dev.path() / "speed"), &mbit) && mbit > 0)
-      nic.gbit_s = mbit / 1000;
-    nics.push_back(nic);
-  }
-  return nics;
-}
-
 }  // namespace
 
 int TopoCommand(const TopoOptions& o) {
   const CpuTopology cpu = DetectCpu();
-  const std::vector<Nic> nics = DetectNics();
+  const std::vector<DetectedNic> nics = DetectNics();
   // GPUs through the worker (it links CUDA and loads NVML).
   nlohmann::json gpus = nlohmann::json::object();
   std::string gpu_note;
@@ -159,44 +107,18 @@ int TopoCommand(const TopoOptions& o) {
     gpu_note = gpus.value("note", std::string("no GPU found"));
 
   v1::Topology t;
-  t.set_id("detected-" + HostName());
+  *t.mutable_node() = DetectedNode(gpus.dump(), nics);
+  t.set_id(TopologyId(t.node(), cpu.pus));
   t.set_name(HostName());
   t.set_nodes(1);
-  v1::NodeSpec* node = t.mutable_node();
-  node->set_gpus(static_cast<int>(devices.size()));
-  if (!devices.empty()) {
-    const auto& d0 = devices[0];
-    node->mutable_gpu()->set_model(d0.value("name", ""));
-    node->mutable_gpu()->set_hbm_gib(d0.value("memory_gib", 0.0));
-    node->mutable_pcie()->set_generation(d0.value("pcie_generation", 0));
-    node->mutable_pcie()->set_width(d0.value("pcie_width", 0));
-    int links = 0;
-    for (const auto& p : gpus.value("pairs", nlohmann::json::array()))
-      links = std::max(links, p.value("nvlink_links", 0));
-    if (links > 0) {
-      node->mutable_nvlink()->set_generation(
-          gpus.value("nvlink_generation", 0));
-      node->mutable_nvlink()->set_links(links);
-      // NVLink 3 and 4: 25 GB/s per link per direction (data rate).
-      node->mutable_nvlink()->set_link_gbps(25);
-    }
-  }
-  std::map<std::pair<std::string, double>, int> ports;
-  for (const Nic& n : nics)
-    if (n.gbit_s > 0) ++ports[{n.kind, n.gbit_s}];
-  for (const auto& [key, count] : ports) {
-    v1::NicSpec* nic = node->add_nics();
-    nic->set_kind(key.first);
-    nic->set_gbit_s(key.second);
-    nic->set_count(count);
-  }
   if (o.format == "yaml") {
     std::cout << "# ringmaster topo on " << HostName()
               << (gpu_note.empty() ? "" : " (" + gpu_note + ")") << "\n"
               << MessageToYaml(t);
     return kExitOk;
   }
-  std::cout << absl::StrFormat("host %s\n", HostName());
+  std::cout << absl::StrFormat("host %s (topology id %s)\n", HostName(),
+                               t.id());
   std::cout << absl::StrFormat(
       "CPU: %d package(s), %d core(s), %d hardware thread(s); %d NUMA "
       "node(s)\n",
@@ -206,7 +128,7 @@ int TopoCommand(const TopoOptions& o) {
                                  n.cpus, n.memory_gib);
   }
   std::cout << absl::StrFormat("NICs: %d\n", nics.size());
-  for (const Nic& n : nics) {
+  for (const DetectedNic& n : nics) {
     std::cout << absl::StrFormat(
         "  %-16s %-10s %s\n", n.name, n.kind,
         n.gbit_s > 0 ? absl::StrFormat("%g Gbit/s (%.1f GB/s per direction)",

@@ -98,6 +98,8 @@ void ConsoleReporter::Begin(const RunContext& context) {
     }
     out_ << "# ranks: " << absl::StrJoin(ranks, ", ") << "\n";
   }
+  if (!p.topology_id().empty())
+    out_ << "# topology: " << p.topology_id() << "\n";
   if (!p.nccl_version().empty()) {
     out_ << absl::StrFormat("# nccl %s | cuda runtime %s | driver %s\n",
                             p.nccl_version(), p.cuda_runtime_version(),

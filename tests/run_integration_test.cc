@@ -14,6 +14,7 @@
 #include <set>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "coordinator/launcher.h"
 #include "coordinator/store.h"
 
@@ -134,6 +135,9 @@ TEST_F(RunTest, FourHostRanksStoreVerifiedResults) {
     EXPECT_EQ(r.provenance().backend(), "host (MPI)");
     EXPECT_FALSE(r.provenance().git_sha().empty());
     EXPECT_GE(r.provenance().command_line_size(), 3);
+    // The detected topology: no GPU here, so "cpu-<threads>t-<hash>".
+    EXPECT_TRUE(absl::StartsWith(r.provenance().topology_id(), "cpu-"))
+        << r.provenance().topology_id();
     EXPECT_EQ(r.rank_median_s_size(), 4);
   }
   auto stored_job = (*store)->GetJob(job);

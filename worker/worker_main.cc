@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "CLI/CLI.hpp"
@@ -36,6 +37,7 @@
 #include "backends/host/host_trainer.h"
 #include "backends/host/mpi_comm.h"
 #include "core/build_info.h"
+#include "core/detected_topology.h"
 #include "core/faults.h"
 #include "core/fingerprint.h"
 #include "core/names.h"
@@ -390,6 +392,22 @@ int Run(const RunArgs& args, int argc, char** argv) {
     prov.add_gpu_models(models.ok() ? (*models)[r] : "");
   }
   prov.set_backend(info.name);
+  // The detected topology (`ringmaster topo` prints the same id).
+  {
+#ifdef RINGMASTER_HAVE_CUDA
+    const std::string gpu_json = DescribeGpusJson();
+#else
+    const std::string gpu_json = "{}";
+#endif
+    const std::string node_id =
+        TopologyId(DetectedNode(gpu_json, DetectNics()),
+                   static_cast<int>(std::thread::hardware_concurrency()));
+    auto ids = control.AllGatherStrings(node_id);
+    std::set<std::string> hosts;
+    for (const auto& f : fps) hosts.insert(f.host());
+    if (ids.ok())
+      prov.set_topology_id(JobTopologyId(*ids, static_cast<int>(hosts.size())));
+  }
   prov.set_driver_version(info.driver_version);
   prov.set_cuda_runtime_version(info.cuda_runtime_version);
   prov.set_nccl_version(info.nccl_version);
