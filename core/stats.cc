@@ -143,4 +143,11 @@ v1::Stats ToProto(const SampleSummary& s, int iters_per_sample,
   return p;
 }
 
+void StoreSamples(std::span<const double> samples, v1::Stats* stats) {
+  stats->clear_samples_s();
+  const size_t n = samples.size();
+  const size_t keep = std::min<size_t>(n, kMaxStoredSamples);
+  for (size_t i = 0; i < keep; ++i) stats->add_samples_s(samples[i * n / keep]);
+}
+
 }  // namespace ringmaster

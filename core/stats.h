@@ -81,6 +81,11 @@ class StoppingRule {
 v1::Stats ToProto(const SampleSummary& s, int iters_per_sample,
                   int warmup_iters, bool ci_target_met);
 
+// Stores `samples` in stats->samples_s: all of them up to
+// kMaxStoredSamples, beyond that that many evenly spaced ones.
+inline constexpr int kMaxStoredSamples = 1000;
+void StoreSamples(std::span<const double> samples, v1::Stats* stats);
+
 }  // namespace ringmaster
 
 #endif  // RINGMASTER_CORE_STATS_H_

@@ -1,5 +1,6 @@
 #include "core/stats.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -136,6 +137,20 @@ TEST(StoppingRule, ItersPerSample) {
   EXPECT_EQ(rule.ItersPerSample(1e-7), 100);  // capped
   EXPECT_EQ(rule.ItersPerSample(1.0), 1);
   EXPECT_EQ(rule.ItersPerSample(0), 100);
+}
+
+TEST(StoreSamples, KeepsAllUpToTheCapThenThinsEvenly) {
+  v1::Stats stats;
+  StoreSamples(std::vector<double>{3, 1, 2}, &stats);
+  EXPECT_THAT(stats.samples_s(), testing::ElementsAre(3, 1, 2));
+  std::vector<double> many(2500);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = static_cast<double>(i);
+  StoreSamples(many, &stats);
+  ASSERT_EQ(stats.samples_s_size(), kMaxStoredSamples);
+  EXPECT_EQ(stats.samples_s(0), 0);
+  EXPECT_EQ(stats.samples_s(1), 2);  // every 2.5th, rounded down
+  EXPECT_EQ(stats.samples_s(2), 5);
+  EXPECT_EQ(stats.samples_s(kMaxStoredSamples - 1), 2497);
 }
 
 }  // namespace

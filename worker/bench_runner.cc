@@ -168,6 +168,7 @@ v1::Result RunBenchInner(const v1::Case& c, NodeBench& bench,
   result.mutable_stats()->set_ci_on_median(timing.ci_on_median());
   result.mutable_stats()->set_stop_reason(stop_reason);
   result.mutable_stats()->set_p99_s(Quantile(samples, 0.99));
+  StoreSamples(samples, result.mutable_stats());
   double bandwidth = Median(totals);
   result.set_bandwidth_gbps(bandwidth);
   for (int r = 0; r < n; ++r)

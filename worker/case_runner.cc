@@ -228,6 +228,7 @@ static v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend,
   result.mutable_stats()->set_ci_on_median(timing.ci_on_median());
   result.mutable_stats()->set_stop_reason(stop_reason);
   result.mutable_stats()->set_p99_s(Quantile(samples, 0.99));
+  StoreSamples(samples, result.mutable_stats());
   auto medians = control.AllGather(Summarize(mine).median);
   if (medians.ok()) {
     for (double m : *medians) result.add_rank_median_s(m);

@@ -143,6 +143,7 @@ v1::Result RunTrainInner(const v1::Case& c, Trainer& trainer,
   SampleSummary summary = Summarize(step_s);
   *result.mutable_stats() = ToProto(summary, 1, warmup, false);
   result.mutable_stats()->set_p99_s(Quantile(step_s, 0.99));
+  StoreSamples(step_s, result.mutable_stats());
   result.mutable_stats()->set_stop_reason("steps");
   const double step = summary.median;
   fig->set_compute_s(compute_s[mid]);
