@@ -4,11 +4,13 @@
 //   ringmaster validate PLAN                          check a plan, run nothing
 //   ringmaster serve [--listen ADDR] [--data DIR] ...  the coordinator service
 //   ringmaster submit|status|watch|results|cancel ...  its clients
+//   ringmaster report RESULTS... [--html F]       tables, CSV, JSON Lines, HTML
 //   ringmaster version
 #include <iostream>
 
 #include "CLI/CLI.hpp"
 #include "cli/model_commands.h"
+#include "cli/report_commands.h"
 #include "cli/run_command.h"
 #include "cli/service_commands.h"
 #include "core/build_info.h"
@@ -149,6 +151,31 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   predict->add_option("--format", predict_opts.format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+
+  ringmaster::ReportOptions report_opts;
+  auto* report = app.add_subcommand(
+      "report",
+      "Show stored results: a terminal table (default), CSV, JSON Lines, or "
+      "one self-contained HTML file with plots (--html)");
+  report
+      ->add_option("results", report_opts.inputs,
+                   "JSON Lines files or `run --out` folders (searched for "
+                   "results.jsonl)")
+      ->required();
+  report->add_option("--html", report_opts.html,
+                     "Write the HTML report (plots + tables) to this file");
+  report
+      ->add_option("--format", report_opts.format,
+                   "text, csv or jsonl on standard output (default: text, "
+                   "none with --html)")
+      ->check(CLI::IsMember({"text", "csv", "jsonl"}));
+  report
+      ->add_option("--topology", report_opts.topology,
+                   "Overlay the model's predictions on this system "
+                   "(topologies/*.yaml)")
+      ->check(CLI::ExistingFile);
+  report->add_option("--title", report_opts.title, "The report's title")
       ->capture_default_str();
 
   // The coordinator as a service.
@@ -415,6 +442,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (validate->parsed()) return ringmaster::ValidateCommand(validate_path);
+  if (report->parsed()) return ringmaster::ReportCommand(report_opts);
   if (topo->parsed()) return ringmaster::TopoCommand(topo_opts);
   if (predict->parsed()) {
     if (predict_opts.plan.empty() && predict_opts.calibrate.empty()) {

@@ -25,6 +25,7 @@
 #include "core/names.h"
 #include "core/placement.h"
 #include "core/plan.h"
+#include "core/result_io.h"
 #include "core/sweep.h"
 #include "core/topology.h"
 #include "core/units.h"
@@ -167,34 +168,6 @@ int TopoCommand(const TopoOptions& o) {
 // ------------------------------------------------------------- predict
 
 namespace {
-
-// Calls `fn` with every result of JSON Lines files (from `ringmaster run
-// --out` or `ringmaster results --format jsonl`); a line that is not a
-// result is an error naming the file and line.
-absl::Status ForEachResult(const std::vector<std::string>& files,
-                           const std::function<void(const v1::Result&)>& fn) {
-  for (const std::string& path : files) {
-    std::ifstream in(path);
-    if (!in) return absl::NotFoundError(path + ": cannot read");
-    std::string line;
-    int lineno = 0;
-    while (std::getline(in, line)) {
-      ++lineno;
-      if (absl::StripAsciiWhitespace(line).empty()) continue;
-      v1::Result r;
-      google::protobuf::util::JsonParseOptions opts;
-      opts.ignore_unknown_fields = true;
-      if (!google::protobuf::util::JsonStringToMessage(line, &r, opts).ok()) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s:%d: not a result (JSON Lines from ringmaster run --out or "
-            "ringmaster results --format jsonl)",
-            path, lineno));
-      }
-      fn(r);
-    }
-  }
-  return absl::OkStatus();
-}
 
 // All-reduce medians of the default path (no variant) from JSON Lines
 // results; the node count from the hosts of the ranks.

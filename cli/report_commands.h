@@ -1,0 +1,24 @@
+// `ringmaster report` (stored results as text, CSV, JSON Lines or one
+// self-contained HTML file with plots) and `ringmaster compare` (noise-aware
+// verdicts between two sets of results).
+#ifndef RINGMASTER_CLI_REPORT_COMMANDS_H_
+#define RINGMASTER_CLI_REPORT_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+namespace ringmaster {
+
+struct ReportOptions {
+  std::vector<std::string> inputs;  // JSON Lines files or `--out` folders
+  std::string html;                 // write the HTML report here
+  std::string format;    // text, csv or jsonl ("" = text unless --html)
+  std::string topology;  // predicted overlays on this system
+  std::string title = "Ringmaster report";
+  std::vector<std::string> command_line;
+};
+int ReportCommand(const ReportOptions& options);
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_CLI_REPORT_COMMANDS_H_

@@ -1,0 +1,611 @@
+#include "core/html_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/metrics.h"
+#include "core/names.h"
+#include "core/report.h"
+#include "core/svg_plot.h"
+#include "core/topology.h"
+#include "core/units.h"
+
+namespace ringmaster {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Hand-written, small: the page's only script. It checks that every plot
+// drew the series it was meant to (the browser's own layout: a series
+// counts when its bounding box is not empty), records errors, and lets a
+// click on a legend entry hide or show its series.
+constexpr char kScript[] = R"JS(
+(function () {
+  var errors = [];
+  window.addEventListener('error', function (e) {
+    errors.push(String(e.message));
+    document.body.setAttribute('data-errors', errors.join(' | '));
+  });
+  function check() {
+    var figures = document.querySelectorAll('figure.plot');
+    var ok = 0;
+    figures.forEach(function (f) {
+      var drawn = 0;
+      f.querySelectorAll('g.series').forEach(function (g) {
+        var b = g.getBBox();
+        if (b.width > 0 || b.height > 0) drawn++;
+      });
+      f.setAttribute('data-drawn-series', String(drawn));
+      if (drawn === Number(f.getAttribute('data-expected-series'))) ok++;
+    });
+    document.body.setAttribute('data-plots', String(figures.length));
+    document.body.setAttribute('data-plots-ok', String(ok));
+  }
+  if (document.readyState === 'loading') {
+    document.addEventListener('DOMContentLoaded', check);
+  } else {
+    check();
+  }
+  document.addEventListener('click', function (e) {
+    var item = e.target.closest('.legend-item');
+    if (!item) return;
+    var name = item.getAttribute('data-series');
+    item.closest('svg').querySelectorAll('g.series').forEach(function (g) {
+      if (g.getAttribute('data-series') === name) g.classList.toggle('off');
+    });
+    item.classList.toggle('off');
+  });
+})();
+)JS";
+
+constexpr char kStyle[] = R"CSS(
+body { font: 14px/1.4 system-ui, sans-serif; margin: 24px auto; max-width: 1100px; color: #222; }
+h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 6px 0 18px; font-size: 12px; }
+th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
+th { background: #f4f4f4; } td.l, th.l { text-align: left; }
+figure { margin: 12px 0 24px; } figcaption { font-size: 12px; color: #555; }
+svg.plot { font: 11px system-ui, sans-serif; max-width: 100%; height: auto; }
+svg .title { font-weight: 600; font-size: 13px; }
+.legend-item { cursor: pointer; } .legend-item.off { opacity: 0.35; }
+g.series.off { display: none; }
+.bad { color: #b00; font-weight: 600; } .warn { color: #a60; }
+details summary { cursor: pointer; color: #555; font-size: 12px; }
+)CSS";
+
+std::string Esc(std::string_view s) { return XmlEscape(s); }
+
+// A figure: the plot, its caption and its table.
+struct Figure {
+  std::string svg;
+  int expected = 0;
+  std::string caption;
+  std::string table;
+};
+
+std::string RenderFigure(const Figure& f) {
+  return absl::StrFormat(
+      "<figure class=\"plot\" data-expected-series=\"%d\">\n%s<figcaption>%s"
+      "</figcaption>\n<details open><summary>table</summary>\n%s</details>\n"
+      "</figure>\n",
+      f.expected, f.svg, Esc(f.caption), f.table);
+}
+
+std::string Num(double v, int digits = 4) {
+  if (!std::isfinite(v)) return "";
+  return absl::StrFormat("%.*g", digits, v);
+}
+
+// A table from a header row and rows; the first column left-aligned.
+std::string Table(const std::vector<std::string>& header,
+                  const std::vector<std::vector<std::string>>& rows) {
+  std::string t = "<table><tr>";
+  for (size_t i = 0; i < header.size(); ++i)
+    t += absl::StrFormat("<th%s>%s</th>", i == 0 ? " class=\"l\"" : "",
+                         Esc(header[i]));
+  t += "</tr>\n";
+  for (const auto& row : rows) {
+    t += "<tr>";
+    for (size_t i = 0; i < row.size(); ++i)
+      t += absl::StrFormat("<td%s>%s</td>", i == 0 ? " class=\"l\"" : "",
+                           Esc(row[i]));
+    t += "</tr>\n";
+  }
+  return t + "</table>\n";
+}
+
+// ------------------------------------------------------------ provenance
+
+std::string Provenance(const std::vector<v1::Result>& results) {
+  std::vector<std::string> order;
+  std::map<std::string, const v1::Result*> first;
+  std::map<std::string, int> counts;
+  for (const auto& r : results) {
+    if (!first.count(r.job_id())) order.push_back(r.job_id());
+    first.try_emplace(r.job_id(), &r);
+    ++counts[r.job_id()];
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& id : order) {
+    const v1::Provenance& p = first[id]->provenance();
+    std::map<std::string, int> hosts;
+    for (const auto& h : p.hosts()) ++hosts[h];
+    std::vector<std::string> host_list;
+    for (const auto& [h, n] : hosts)
+      host_list.push_back(absl::StrFormat("%s (%d)", h, n));
+    std::set<std::string> gpus(p.gpu_models().begin(), p.gpu_models().end());
+    gpus.erase("");
+    std::string versions = absl::StrJoin(
+        std::vector<std::string>{
+            p.nccl_version().empty() ? "" : "NCCL " + p.nccl_version(),
+            p.cuda_runtime_version().empty()
+                ? ""
+                : "CUDA " + p.cuda_runtime_version(),
+            p.driver_version().empty() ? "" : "driver " + p.driver_version(),
+            p.mpi_version()},
+        " ");
+    std::vector<std::string> env;
+    for (const auto& [k, v] : p.nccl_env()) env.push_back(k + "=" + v);
+    std::sort(env.begin(), env.end());
+    rows.push_back({id, p.started_at(), std::to_string(counts[id]), p.backend(),
+                    absl::StrJoin(host_list, ", "), absl::StrJoin(gpus, ", "),
+                    p.topology_id(), versions, p.git_sha().substr(0, 12),
+                    absl::StrJoin(env, " "),
+                    absl::StrJoin(p.command_line(), " ")});
+  }
+  return Table({"job", "started", "results", "backend", "hosts (ranks)", "GPUs",
+                "topology", "versions", "git", "NCCL env", "command"},
+               rows);
+}
+
+// ------------------------------------------------------------ collectives
+
+std::string SeriesLabel(const v1::Result& r,
+                        const std::set<std::string>& vary) {
+  const v1::Case& c = r.case_();
+  std::vector<std::string> parts;
+  if (vary.count("spec")) parts.push_back(c.spec_name());
+  if (vary.count("variant"))
+    parts.push_back(c.variant().empty() ? "default" : c.variant());
+  if (vary.count("dtype")) parts.emplace_back(DataTypeName(c.dtype()));
+  if (vary.count("op") && IsReduction(c.collective()))
+    parts.emplace_back(ReduceOpName(c.op()));
+  if (vary.count("place")) parts.push_back(c.in_place() ? "in-place" : "out");
+  if (parts.empty()) parts.push_back(c.spec_name());
+  return absl::StrJoin(parts, " ");
+}
+
+std::string ModeText(v1::TimingMode m) {
+  return m == v1::PER_OP ? "per-op" : (m == v1::GRAPH ? "graph" : "pipelined");
+}
+
+void Collectives(const std::vector<v1::Result>& results,
+                 const HtmlReportOptions& o, std::vector<Figure>* figures) {
+  struct Group {
+    std::string title;
+    v1::Collective collective;
+    int nranks;
+    std::vector<const v1::Result*> results;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, Group> groups;
+  for (const auto& r : results) {
+    const v1::Case& c = r.case_();
+    if (c.bench() != v1::BENCH_COLLECTIVE || r.status() != v1::OK ||
+        r.busbw_gbps() <= 0)
+      continue;
+    std::string key = absl::StrFormat("%s, %d ranks, %s timing",
+                                      CollectiveName(c.collective()),
+                                      r.nranks(), ModeText(r.timing_mode()));
+    auto [it, fresh] = groups.try_emplace(key);
+    if (fresh) {
+      order.push_back(key);
+      it->second.title = key;
+      it->second.collective = c.collective();
+      it->second.nranks = r.nranks();
+    }
+    it->second.results.push_back(&r);
+  }
+  for (const auto& key : order) {
+    const Group& g = groups[key];
+    // Label series by what differs inside the group.
+    std::map<std::string, std::set<std::string>> values;
+    for (const v1::Result* r : g.results) {
+      const v1::Case& c = r->case_();
+      values["spec"].insert(c.spec_name());
+      values["variant"].insert(c.variant());
+      values["dtype"].insert(std::string(DataTypeName(c.dtype())));
+      values["op"].insert(std::string(ReduceOpName(c.op())));
+      values["place"].insert(c.in_place() ? "in" : "out");
+    }
+    std::set<std::string> vary;
+    for (const auto& [k, v] : values)
+      if (v.size() > 1) vary.insert(k);
+    LinePlot plot;
+    plot.title = "busbw: " + g.title;
+    plot.x_label = "message size";
+    plot.y_label = "busbw (GB/s)";
+    plot.log_x = plot.log_y = true;
+    plot.x_log_base = 2;
+    plot.x_format = [](double v) {
+      return FormatBytes(static_cast<int64_t>(std::llround(v)));
+    };
+    std::vector<std::string> series_order;
+    std::map<std::string, std::map<int64_t, double>> series;
+    std::set<int64_t> sizes;
+    for (const v1::Result* r : g.results) {
+      std::string label = SeriesLabel(*r, vary);
+      if (!series.count(label)) series_order.push_back(label);
+      series[label][r->case_().size_bytes()] = r->busbw_gbps();
+      sizes.insert(r->case_().size_bytes());
+    }
+    for (const auto& label : series_order) {
+      LineSeries s;
+      s.name = label;
+      for (const auto& [size, bw] : series[label])
+        s.points.emplace_back(static_cast<double>(size), bw);
+      plot.series.push_back(std::move(s));
+    }
+    std::string predicted_name;
+    std::map<int64_t, double> predicted;
+    const int gpus = o.topology != nullptr ? o.topology->node().gpus() : 0;
+    if (gpus > 0 && (g.nranks < gpus || g.nranks % gpus == 0)) {
+      // The ranks as whole nodes of the system, or as part of one.
+      v1::Topology system = *o.topology;
+      if (g.nranks < gpus) system.mutable_node()->set_gpus(g.nranks);
+      const int nodes = std::max(1, g.nranks / gpus);
+      LineSeries s;
+      s.name =
+          g.nranks < gpus
+              ? absl::StrFormat("predicted (%s, %d of its %d GPUs)",
+                                o.topology->id(), g.nranks, gpus)
+              : absl::StrFormat("predicted (%s, %d node%s)", o.topology->id(),
+                                nodes, nodes == 1 ? "" : "s");
+      s.dashed = true;
+      for (int64_t size : sizes) {
+        auto p = PredictCollective(system, nodes, g.collective, size);
+        if (!p.ok() || p->busbw_gbps <= 0) continue;
+        predicted[size] = p->busbw_gbps;
+        s.points.emplace_back(static_cast<double>(size), p->busbw_gbps);
+      }
+      if (!s.points.empty()) {
+        predicted_name = s.name;
+        plot.series.push_back(std::move(s));
+      }
+    }
+    Figure f;
+    f.svg = RenderLinePlot(plot);
+    f.expected = SeriesDrawn(plot);
+    f.caption = absl::StrFormat(
+        "Bus bandwidth (nccl-tests' definition, docs/metrics.md) against "
+        "message size; %d series%s.",
+        series_order.size(),
+        predicted_name.empty() ? "" : ", the model's prediction dashed");
+    std::vector<std::string> header = {"size"};
+    for (const auto& l : series_order) header.push_back(l + " (GB/s)");
+    if (!predicted_name.empty()) header.push_back(predicted_name + " (GB/s)");
+    std::vector<std::vector<std::string>> rows;
+    for (int64_t size : sizes) {
+      std::vector<std::string> row = {FormatBytes(size)};
+      for (const auto& l : series_order) {
+        auto it = series[l].find(size);
+        row.push_back(it == series[l].end() ? "" : Num(it->second));
+      }
+      if (!predicted_name.empty())
+        row.push_back(predicted.count(size) ? Num(predicted[size]) : "");
+      rows.push_back(std::move(row));
+    }
+    f.table = Table(header, rows);
+    figures->push_back(std::move(f));
+  }
+}
+
+// ------------------------------------------------------------ node benches
+
+double BenchValue(const v1::Result& r) {
+  const v1::Case& c = r.case_();
+  if (c.bench() == v1::BENCH_LATENCY) return r.latency_ns();
+  if (c.bench() == v1::BENCH_GEMM) return r.tflops();
+  return r.bandwidth_gbps();
+}
+
+std::string BenchUnit(const v1::Case& c) {
+  if (c.bench() == v1::BENCH_LATENCY) return "ns";
+  if (c.bench() == v1::BENCH_GEMM) return "TFLOP/s";
+  return "GB/s";
+}
+
+std::string PointLabel(const v1::Case& c) {
+  return c.bench() == v1::BENCH_GEMM
+             ? absl::StrFormat("%dx%dx%d", c.gemm().m(), c.gemm().n(),
+                               c.gemm().k())
+             : FormatBytes(c.size_bytes());
+}
+
+void NodeBenches(const std::vector<v1::Result>& results,
+                 std::vector<Figure>* figures) {
+  // Pair patterns: one heatmap per configuration and size.
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const v1::Result*>> pairs, others;
+  std::vector<std::string> other_order;
+  for (const auto& r : results) {
+    const v1::Case& c = r.case_();
+    if (c.bench() == v1::BENCH_COLLECTIVE || c.bench() == v1::BENCH_TRAIN)
+      continue;
+    if (c.pattern() == v1::PAIR) {
+      std::string title = absl::StrFormat("%s: %s, %s", c.spec_name(),
+                                          BenchLabel(c), PointLabel(c));
+      if (!c.variant().empty()) title += ", variant " + c.variant();
+      if (!pairs.count(title)) order.push_back(title);
+      pairs[title].push_back(&r);
+    } else {
+      std::string title =
+          absl::StrFormat("%s: %s", c.spec_name(), BenchLabel(c));
+      if (!c.variant().empty()) title += ", variant " + c.variant();
+      if (!others.count(title)) other_order.push_back(title);
+      others[title].push_back(&r);
+    }
+  }
+  for (const auto& title : order) {
+    const auto& v = pairs[title];
+    int n = 0;
+    bool any_ok = false;
+    for (const v1::Result* r : v) {
+      n = std::max(n, r->nranks());
+      any_ok = any_ok || r->status() == v1::OK;
+    }
+    if (!any_ok) continue;
+    Heatmap map;
+    map.title = title;
+    map.unit = BenchUnit(v.front()->case_());
+    map.row_label = "rank";
+    map.col_label = "rank";
+    map.cells.assign(n, std::vector<double>(n, kNaN));
+    std::vector<std::vector<std::string>> rows(n);
+    for (int i = 0; i < n; ++i) {
+      map.row_names.push_back(std::to_string(i));
+      map.col_names.push_back(std::to_string(i));
+      rows[i].push_back(std::to_string(i));
+      rows[i].resize(n + 1);
+    }
+    for (const v1::Result* r : v) {
+      const int a = r->case_().src_rank(), b = r->case_().dst_rank();
+      if (a < 0 || b < 0 || a >= n || b >= n) continue;
+      if (r->status() == v1::OK) {
+        map.cells[a][b] = BenchValue(*r);
+        rows[a][b + 1] = Num(BenchValue(*r));
+      } else {
+        rows[a][b + 1] = r->status() == v1::SKIPPED ? "n/a" : "FAIL";
+      }
+    }
+    std::vector<std::string> header = {"src \\ dst"};
+    for (int i = 0; i < n; ++i) header.push_back(std::to_string(i));
+    Figure f;
+    f.svg = RenderHeatmap(map);
+    f.expected = SeriesDrawn(map);
+    f.caption = "Rows: source rank; columns: destination rank (" + map.unit +
+                "). nvbandwidth's semantics (docs/metrics.md).";
+    f.table = Table(header, rows);
+    figures->push_back(std::move(f));
+  }
+  for (const auto& title : other_order) {
+    const auto& v = others[title];
+    // Per-rank patterns: categories are the sizes (or GEMM shapes), one
+    // series per rank that moved data (or the aggregate when none did).
+    std::vector<std::string> cats;
+    std::map<std::string, size_t> cat_index;
+    for (const v1::Result* r : v) {
+      if (r->status() != v1::OK) continue;
+      std::string p = PointLabel(r->case_());
+      if (!cat_index.count(p)) {
+        cat_index[p] = cats.size();
+        cats.push_back(p);
+      }
+    }
+    if (cats.empty()) continue;
+    BarPlot plot;
+    plot.title = title;
+    const std::string unit = BenchUnit(v.front()->case_());
+    plot.y_label = unit;
+    plot.categories = cats;
+    // One series per rank for one-rank-at-a-time patterns, else one for
+    // the ranks together.
+    std::vector<std::string> names;
+    std::map<std::string, BarSeries> by_name;
+    std::vector<std::vector<std::string>> rows;
+    for (const v1::Result* r : v) {
+      if (r->status() != v1::OK) continue;
+      const v1::Case& c = r->case_();
+      std::string name = r->nranks() > 1 ? "all ranks" : "value";
+      if (r->nranks() > 1 &&
+          (c.pattern() == v1::ONE_RANK || c.pattern() == v1::ONE_TO_ALL))
+        name = absl::StrFormat("rank %d", c.src_rank());
+      if (r->nranks() > 1 && c.pattern() == v1::ALL_TO_ONE)
+        name = absl::StrFormat("to rank %d", c.dst_rank());
+      auto [it, fresh] = by_name.try_emplace(name);
+      if (fresh) {
+        names.push_back(name);
+        it->second.name = name;
+        it->second.values.assign(cats.size(), kNaN);
+      }
+      const size_t ci = cat_index[PointLabel(c)];
+      it->second.values[ci] = BenchValue(*r);
+      std::vector<std::string> per_rank;
+      for (double b : r->rank_bandwidth_gbps())
+        per_rank.push_back(b > 0 ? Num(b) : "-");
+      rows.push_back({cats[ci], name, Num(BenchValue(*r)), r->path(),
+                      r->pct_of_ceiling() > 0
+                          ? absl::StrFormat("%.1f%%", r->pct_of_ceiling())
+                          : "",
+                      absl::StrJoin(per_rank, " ")});
+    }
+    for (const auto& name : names) plot.series.push_back(by_name[name]);
+    Figure f;
+    f.svg = RenderBarPlot(plot);
+    f.expected = SeriesDrawn(plot);
+    f.caption = title + " (" + unit + ")";
+    f.table = Table(
+        {"size", "ranks", unit, "path", "% of ceiling", "per rank (GB/s)"},
+        rows);
+    figures->push_back(std::move(f));
+  }
+}
+
+// ------------------------------------------------------------ training
+
+void Training(const std::vector<v1::Result>& results,
+              std::vector<Figure>* figures) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const v1::Result*>> groups;
+  for (const auto& r : results) {
+    const v1::Case& c = r.case_();
+    if (c.bench() != v1::BENCH_TRAIN || r.status() != v1::OK) continue;
+    std::string key = absl::StrFormat("%s: %s", c.spec_name(), BenchLabel(c));
+    if (!c.variant().empty()) key += ", variant " + c.variant();
+    if (!groups.count(key)) order.push_back(key);
+    groups[key].push_back(&r);
+  }
+  if (order.empty()) return;
+  LinePlot ladder;
+  ladder.title = "scaling efficiency";
+  ladder.x_label = "ranks";
+  ladder.y_label = "efficiency";
+  ladder.log_x = true;
+  ladder.x_log_base = 2;
+  std::vector<std::vector<std::string>> ladder_rows;
+  for (const auto& key : order) {
+    auto& v = groups[key];
+    std::sort(v.begin(), v.end(), [](const v1::Result* a, const v1::Result* b) {
+      return a->nranks() < b->nranks();
+    });
+    const bool strong = v.front()->case_().train().strong();
+    const double t1 =
+        v.front()->nranks() == 1 ? v.front()->stats().median_s() : 0;
+    LineSeries s;
+    s.name = key + (strong ? " (strong)" : " (weak)");
+    BarPlot bars;
+    bars.title = "step breakdown: " + key;
+    bars.y_label = "ms per step";
+    bars.stacked = true;
+    BarSeries compute{"compute", {}}, exposed{"exposed communication", {}},
+        skew{"rank skew", {}}, other{"other", {}};
+    std::vector<std::vector<std::string>> rows;
+    for (const v1::Result* r : v) {
+      const double tn = r->stats().median_s();
+      const v1::TrainFigures& t = r->train();
+      double e = 0;
+      if (t1 > 0 && tn > 0) e = strong ? t1 / (r->nranks() * tn) : t1 / tn;
+      if (e > 0) s.points.emplace_back(r->nranks(), e);
+      const double step =
+          t.step_of_breakdown_s() > 0 ? t.step_of_breakdown_s() : tn;
+      bars.categories.push_back(absl::StrFormat("%d ranks", r->nranks()));
+      compute.values.push_back(t.compute_s() * 1e3);
+      exposed.values.push_back(t.exposed_comm_s() * 1e3);
+      skew.values.push_back(t.skew_s() * 1e3);
+      other.values.push_back(
+          std::max(0.0,
+                   step - t.compute_s() - t.exposed_comm_s() - t.skew_s()) *
+          1e3);
+      rows.push_back({std::to_string(r->nranks()), Num(tn * 1e3),
+                      e > 0 ? Num(e, 3) : "-", Num(t.compute_s() * 1e3),
+                      Num(t.exposed_comm_s() * 1e3), Num(t.skew_s() * 1e3),
+                      Num(t.samples_per_s())});
+      ladder_rows.push_back(
+          {key, std::to_string(r->nranks()), e > 0 ? Num(e, 3) : "-"});
+    }
+    ladder.series.push_back(std::move(s));
+    bars.series = {compute, exposed, skew, other};
+    Figure f;
+    f.svg = RenderBarPlot(bars);
+    f.expected = SeriesDrawn(bars);
+    f.caption =
+        "Median step split into compute, gradient all-reduce not hidden "
+        "behind backward, waiting for the slowest rank, and the rest.";
+    f.table = Table({"ranks", "step (ms)", "efficiency", "compute (ms)",
+                     "exposed (ms)", "skew (ms)", "samples/s"},
+                    rows);
+    figures->push_back(std::move(f));
+  }
+  if (SeriesDrawn(ladder) > 0) {
+    Figure f;
+    f.svg = RenderLinePlot(ladder);
+    f.expected = SeriesDrawn(ladder);
+    f.caption =
+        "Weak scaling E = T(1)/T(N) at fixed per-rank batch; strong E = "
+        "T(1)/(N T(N)) at fixed global batch.";
+    f.table = Table({"configuration", "ranks", "efficiency"}, ladder_rows);
+    figures->insert(figures->begin(), std::move(f));
+  }
+}
+
+// ------------------------------------------------------------ failures
+
+std::string Failures(const std::vector<v1::Result>& results) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : results) {
+    if (r.status() == v1::OK) continue;
+    const v1::Failure& f = r.failure();
+    rows.push_back(
+        {r.job_id(), std::to_string(r.case_().seq()), r.case_().spec_name(),
+         v1::Status_Name(r.status()), v1::FailureReason_Name(f.reason()),
+         f.rank() >= 0 ? std::to_string(f.rank()) : "", f.host(), f.detail()});
+  }
+  if (rows.empty()) return "";
+  return Table(
+      {"job", "seq", "case", "status", "reason", "rank", "host", "detail"},
+      rows);
+}
+
+}  // namespace
+
+std::string RenderHtmlReport(const std::vector<v1::Result>& results,
+                             const HtmlReportOptions& o) {
+  std::string html = absl::StrFormat(
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+      "<title>%s</title>\n<style>%s</style>\n</head>\n<body>\n<h1>%s</h1>\n",
+      Esc(o.title), kStyle, Esc(o.title));
+  int ok = 0, failed = 0, skipped = 0;
+  for (const auto& r : results) {
+    if (r.status() == v1::OK) {
+      ++ok;
+    } else if (r.status() == v1::SKIPPED) {
+      ++skipped;
+    } else {
+      ++failed;
+    }
+  }
+  html += absl::StrFormat(
+      "<p>%d result%s: %d OK, <span class=\"%s\">%d failed</span>, %d "
+      "skipped. Generated %s from %s.</p>\n",
+      results.size(), results.size() == 1 ? "" : "s", ok,
+      failed > 0 ? "bad" : "", failed, skipped, Esc(o.generated_at),
+      Esc(absl::StrJoin(o.sources, ", ")));
+  html += "<h2>Provenance</h2>\n" + Provenance(results);
+  if (std::string f = Failures(results); !f.empty())
+    html += "<h2 class=\"bad\">Failures</h2>\n" + f;
+
+  auto section = [&](const std::string& name,
+                     const std::vector<Figure>& figures) {
+    if (figures.empty()) return;
+    html += "<h2>" + Esc(name) + "</h2>\n";
+    for (const Figure& f : figures) html += RenderFigure(f);
+  };
+  std::vector<Figure> collectives, nodes, training;
+  Collectives(results, o, &collectives);
+  NodeBenches(results, &nodes);
+  Training(results, &training);
+  section("Collectives", collectives);
+  section("Node benchmarks", nodes);
+  section("Training", training);
+  if (std::string nodes = RenderNodeSummary(results); !nodes.empty())
+    html += "<h2>Nodes</h2>\n<pre>" + Esc(nodes) + "</pre>\n";
+  html += absl::StrFormat("<script>%s</script>\n</body></html>\n", kScript);
+  return html;
+}
+
+}  // namespace ringmaster
