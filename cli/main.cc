@@ -5,6 +5,7 @@
 //   ringmaster serve [--listen ADDR] [--data DIR] ...  the coordinator service
 //   ringmaster submit|status|watch|results|cancel ...  its clients
 //   ringmaster report RESULTS... [--html F]       tables, CSV, JSON Lines, HTML
+//   ringmaster compare BASE NEW                      noise-aware verdicts
 //   ringmaster version
 #include <iostream>
 
@@ -177,6 +178,33 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   report->add_option("--title", report_opts.title, "The report's title")
       ->capture_default_str();
+
+  ringmaster::CompareCommandOptions compare_opts;
+  auto* compare = app.add_subcommand(
+      "compare",
+      "Noise-aware verdicts (better / same / worse) per measurement between "
+      "two sets of results; exit 1 when something got worse or failed");
+  compare
+      ->add_option("base", compare_opts.base,
+                   "Baseline results: a JSON Lines file or a folder (several "
+                   "runs pool their samples)")
+      ->required();
+  compare->add_option("new", compare_opts.next, "Results to judge")->required();
+  compare
+      ->add_option("--alpha", compare_opts.alpha,
+                   "Significance level of the Mann-Whitney U test")
+      ->check(CLI::Range(1e-9, 0.5))
+      ->capture_default_str();
+  compare
+      ->add_option("--threshold", compare_opts.threshold,
+                   "Smallest relative change of the median that counts")
+      ->check(CLI::Range(0.0, 10.0))
+      ->capture_default_str();
+  compare->add_option("--format", compare_opts.format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  compare->add_flag("--all", compare_opts.all,
+                    "List unchanged measurements too");
 
   // The coordinator as a service.
   ringmaster::ServeOptions serve_opts;
@@ -443,6 +471,7 @@ int main(int argc, char** argv) {
   }
   if (validate->parsed()) return ringmaster::ValidateCommand(validate_path);
   if (report->parsed()) return ringmaster::ReportCommand(report_opts);
+  if (compare->parsed()) return ringmaster::CompareCommand(compare_opts);
   if (topo->parsed()) return ringmaster::TopoCommand(topo_opts);
   if (predict->parsed()) {
     if (predict_opts.plan.empty() && predict_opts.calibrate.empty()) {

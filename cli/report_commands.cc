@@ -12,10 +12,12 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cli/run_command.h"
+#include "core/compare.h"
 #include "core/html_report.h"
 #include "core/report.h"
 #include "core/result_io.h"
 #include "core/topology.h"
+#include "nlohmann/json.hpp"
 
 namespace ringmaster {
 namespace {
@@ -116,6 +118,108 @@ int ReportCommand(const ReportOptions& o) {
         results->size(), o.html, html.size());
   }
   return kExitOk;
+}
+
+int CompareCommand(const CompareCommandOptions& o) {
+  auto base = LoadResults({o.base});
+  if (!base.ok()) return Fail(std::string(base.status().message()));
+  auto next = LoadResults({o.next});
+  if (!next.ok()) return Fail(std::string(next.status().message()));
+  if (base->empty() || next->empty())
+    return Fail("no results on one side of the comparison");
+  CompareOptions options;
+  options.alpha = o.alpha;
+  options.threshold = o.threshold;
+  const auto rows = CompareResults(*base, *next, options);
+  std::map<Verdict, int> counts;
+  for (const auto& m : rows) ++counts[m.verdict];
+  const CompareSummary summary = SummarizeComparison(rows, options);
+  const bool regressed = counts[Verdict::kWorse] > 0 ||
+                         counts[Verdict::kFailed] > 0 ||
+                         summary.verdict == Verdict::kWorse;
+  if (o.format == "json") {
+    nlohmann::json out;
+    out["alpha"] = o.alpha;
+    out["threshold"] = o.threshold;
+    for (const auto& m : rows) {
+      out["metrics"].push_back(
+          {{"key", m.key},
+           {"metric", m.metric},
+           {"verdict", std::string(VerdictName(m.verdict))},
+           {"base_median_s", m.base_median_s},
+           {"new_median_s", m.new_median_s},
+           {"change", m.change},
+           {"ci95", {m.ci_low, m.ci_high}},
+           {"p_value", m.p_value},
+           {"base_samples", m.base_samples},
+           {"new_samples", m.new_samples},
+           {"base_results", m.base_results},
+           {"new_results", m.new_results},
+           {"note", m.note}});
+    }
+    for (const auto& [v, n] : counts)
+      out["summary"][std::string(VerdictName(v))] = n;
+    out["summary"]["verdict"] = std::string(VerdictName(summary.verdict));
+    out["summary"]["median_change"] = summary.median_change;
+    out["summary"]["metrics_timed"] = summary.metrics;
+    out["summary"]["slower"] = summary.slower;
+    out["summary"]["faster"] = summary.faster;
+    out["summary"]["signed_rank_p"] = summary.p_value;
+    out["summary"]["base_runs"] = summary.base_runs;
+    out["summary"]["new_runs"] = summary.new_runs;
+    out["summary"]["machine_change"] = summary.machine_change;
+    out["summary"]["machine_p"] = summary.machine_p;
+    out["regressed"] = regressed;
+    std::cout << out.dump(1) << "\n";
+    return regressed ? kExitJobFailed : kExitOk;
+  }
+  int base_runs = 0;
+  for (const auto& m : rows) base_runs = std::max(base_runs, m.base_runs);
+  std::cout << absl::StrFormat(
+      "# ringmaster compare: %s (%d results, %d run(s)) -> %s (%d results); "
+      "time per operation, lower is better\n# a change counts when "
+      "|change| >= %.1f%% and %s\n",
+      o.base, base->size(), base_runs, o.next, next->size(), o.threshold * 100,
+      base_runs >= 3
+          ? absl::StrFormat("it is beyond the base runs' run-to-run noise "
+                            "(two-sided p < %g)",
+                            o.alpha)
+          : absl::StrFormat("Mann-Whitney U p < %g over the samples with the "
+                            "95%% bootstrap CI excluding 0 (one base run: "
+                            "run-to-run noise unknown; give 3+ runs)",
+                            o.alpha));
+  std::cout << absl::StrFormat("#%-7s %12s %12s %9s %20s %9s  %s\n", "verdict",
+                               "base (us)", "new (us)", "change", "95% CI", "p",
+                               "measurement");
+  for (const auto& m : rows) {
+    if (!o.all && m.verdict == Verdict::kSame) continue;
+    std::cout << absl::StrFormat(
+        " %-7s %12.3f %12.3f %+8.1f%% %20s %9.2g  %s%s\n",
+        VerdictName(m.verdict), m.base_median_s * 1e6, m.new_median_s * 1e6,
+        m.change * 100,
+        absl::StrFormat("[%+.1f%%, %+.1f%%]", m.ci_low * 100, m.ci_high * 100),
+        m.p_value, m.key, m.note.empty() ? "" : " (" + m.note + ")");
+  }
+  std::cout << absl::StrFormat(
+      "# overall: median change %+.1f%% over %d timed metric(s) (%d slower, "
+      "%d faster; signed-rank test p %.2g)%s -> %s\n",
+      summary.median_change * 100, summary.metrics, summary.slower,
+      summary.faster, summary.p_value,
+      summary.machine_p >= 0
+          ? absl::StrFormat("; runs %d -> %d, machine factor %+.1f%% (t test "
+                            "p %.2g)",
+                            summary.base_runs, summary.new_runs,
+                            summary.machine_change * 100, summary.machine_p)
+          : "",
+      VerdictName(summary.verdict));
+  std::cout << absl::StrFormat(
+      "# %d metric(s): %d same, %d better, %d worse, %d failed, %d missing, "
+      "%d added -> %s\n",
+      rows.size(), counts[Verdict::kSame], counts[Verdict::kBetter],
+      counts[Verdict::kWorse], counts[Verdict::kFailed],
+      counts[Verdict::kMissing], counts[Verdict::kAdded],
+      regressed ? "REGRESSION" : "no regression");
+  return regressed ? kExitJobFailed : kExitOk;
 }
 
 }  // namespace ringmaster

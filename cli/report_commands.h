@@ -19,6 +19,17 @@ struct ReportOptions {
 };
 int ReportCommand(const ReportOptions& options);
 
+struct CompareCommandOptions {
+  std::string base, next;  // files or folders (repeated runs pool samples)
+  double alpha = 0.01;
+  double threshold = 0.05;
+  std::string format = "text";  // text or json
+  bool all = false;             // list "same" metrics too
+};
+// Exit 0 when nothing got worse or failed, 1 when something did, 2 on bad
+// input.
+int CompareCommand(const CompareCommandOptions& options);
+
 }  // namespace ringmaster
 
 #endif  // RINGMASTER_CLI_REPORT_COMMANDS_H_

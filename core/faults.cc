@@ -1,5 +1,6 @@
 #include "core/faults.h"
 
+#include <chrono>
 #include <string>
 
 #include "absl/strings/ascii.h"
@@ -30,14 +31,27 @@ absl::StatusOr<std::vector<Fault>> ParseFaults(std::string_view std_text) {
       f.kind = Fault::Kind::kMismatch;
     } else if (kind == "linger") {
       f.kind = Fault::Kind::kLinger;
+    } else if (kind == "slow") {
+      f.kind = Fault::Kind::kSlow;
     } else {
       return absl::InvalidArgumentError(absl::StrFormat(
           "RINGMASTER_FAULT: unknown fault \"%s\" (expected crash, exit, hang, "
-          "corrupt, mismatch or linger)",
+          "corrupt, mismatch, linger or slow)",
           kind));
     }
     for (size_t i = 1; i < parts.size(); ++i) {
       std::pair<std::string, std::string> kv = absl::StrSplit(parts[i], '=');
+      if (kv.first == "factor") {
+        double factor = 0;
+        if (!absl::SimpleAtod(kv.second, &factor) || !(factor >= 1) ||
+            factor > 1000) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "RINGMASTER_FAULT: \"%s\" needs a number from 1 to 1000",
+              parts[i]));
+        }
+        f.factor = factor;
+        continue;
+      }
       int64_t v = 0;
       if (!absl::SimpleAtoi(kv.second, &v) || v < 0) {
         return absl::InvalidArgumentError(absl::StrFormat(
@@ -49,7 +63,8 @@ absl::StatusOr<std::vector<Fault>> ParseFaults(std::string_view std_text) {
         f.seq = v;
       } else {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "RINGMASTER_FAULT: unknown field \"%s\" (expected rank or seq)",
+            "RINGMASTER_FAULT: unknown field \"%s\" (expected rank, seq or "
+            "factor)",
             kv.first));
       }
     }
@@ -68,6 +83,19 @@ std::optional<Fault> FindFault(const std::vector<Fault>& faults,
     return f;
   }
   return std::nullopt;
+}
+
+double SlowFactor(const std::vector<Fault>& faults, int rank) {
+  auto f = FindFault(faults, Fault::Kind::kSlow, rank);
+  return f ? f->factor : 1.0;
+}
+
+void SpinFor(double seconds) {
+  if (!(seconds > 0)) return;
+  const auto end =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+  }
 }
 
 }  // namespace ringmaster

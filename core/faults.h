@@ -9,6 +9,9 @@
 //   mismatch the rank reports a different build id in its fingerprint
 //   linger   the rank waits 2 s after its last report before exiting (slow
 //            teardown, as CUDA/NCCL shutdown can be)
+//   slow     the rank's operations take `factor` times as long (host
+//            backend: collectives, node benchmarks), e.g.
+//            "slow:rank=3:factor=1.1" for a 10% slower rank
 // Never set in production; the worker logs every fault it applies.
 #ifndef RINGMASTER_CORE_FAULTS_H_
 #define RINGMASTER_CORE_FAULTS_H_
@@ -23,10 +26,11 @@
 namespace ringmaster {
 
 struct Fault {
-  enum class Kind { kCrash, kExit, kHang, kCorrupt, kMismatch, kLinger };
+  enum class Kind { kCrash, kExit, kHang, kCorrupt, kMismatch, kLinger, kSlow };
   Kind kind = Kind::kCrash;
-  int rank = -1;    // -1: every rank
-  int64_t seq = 0;  // case sequence number where it fires (crash/exit/hang)
+  int rank = -1;      // -1: every rank
+  int64_t seq = 0;    // case sequence number where it fires (crash/exit/hang)
+  double factor = 2;  // slow: how many times as long each operation takes
 };
 
 absl::StatusOr<std::vector<Fault>> ParseFaults(std::string_view text);
@@ -35,6 +39,13 @@ absl::StatusOr<std::vector<Fault>> ParseFaults(std::string_view text);
 std::optional<Fault> FindFault(const std::vector<Fault>& faults,
                                Fault::Kind kind, int rank,
                                std::optional<int64_t> seq = std::nullopt);
+
+// The slow factor of `rank` (1 when no slow fault applies to it).
+double SlowFactor(const std::vector<Fault>& faults, int rank);
+
+// Busy-waits `seconds` (a slow fault's extra time: sleeping is too coarse
+// for microsecond operations).
+void SpinFor(double seconds);
 
 }  // namespace ringmaster
 

@@ -25,6 +25,18 @@ TEST(ParseFaults, Errors) {
   EXPECT_FALSE(ParseFaults("crash:rank=x").ok());
   EXPECT_FALSE(ParseFaults("crash:colour=1").ok());
   EXPECT_TRUE(ParseFaults("").ok());
+  EXPECT_FALSE(ParseFaults("slow:factor=0.5").ok());
+  EXPECT_FALSE(ParseFaults("slow:factor=fast").ok());
+}
+
+TEST(ParseFaults, SlowRank) {
+  auto faults = ParseFaults("slow:rank=3:factor=1.1");
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  EXPECT_DOUBLE_EQ(SlowFactor(*faults, 3), 1.1);
+  EXPECT_DOUBLE_EQ(SlowFactor(*faults, 2), 1.0);
+  auto every = ParseFaults("slow");
+  ASSERT_TRUE(every.ok());
+  EXPECT_DOUBLE_EQ(SlowFactor(*every, 0), 2.0);  // the default factor
 }
 
 }  // namespace

@@ -335,7 +335,8 @@ void NodeBenches(const std::vector<v1::Result>& results,
   std::vector<std::string> other_order;
   for (const auto& r : results) {
     const v1::Case& c = r.case_();
-    if (c.bench() == v1::BENCH_COLLECTIVE || c.bench() == v1::BENCH_TRAIN)
+    if (c.bench() == v1::BENCH_COLLECTIVE || c.bench() == v1::BENCH_TRAIN ||
+        c.bench() == v1::BENCH_FIND_SLOW)
       continue;
     if (c.pattern() == v1::PAIR) {
       std::string title = absl::StrFormat("%s: %s, %s", c.spec_name(),
@@ -543,6 +544,45 @@ void Training(const std::vector<v1::Result>& results,
   }
 }
 
+// ------------------------------------------------------------ find_slow
+
+void FindSlow(const std::vector<v1::Result>& results,
+              std::vector<Figure>* figures) {
+  for (const auto& r : results) {
+    if (r.case_().bench() != v1::BENCH_FIND_SLOW || !r.has_find_slow())
+      continue;
+    const v1::FindSlowFigures& f = r.find_slow();
+    if (f.tests().empty()) continue;
+    BarPlot plot;
+    plot.title =
+        absl::StrFormat("%s: pair tests over %d %s", r.case_().spec_name(),
+                        f.member_count(), f.members());
+    plot.y_label = "GB/s";
+    BarSeries bw{"pair GB/s", {}};
+    BarSeries ref{"reference (median pair)", {}};
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& t : f.tests()) {
+      plot.categories.push_back(
+          absl::StrFormat("%d-%d %s", t.a(), t.b(), t.phase()));
+      bw.values.push_back(t.gbps());
+      ref.values.push_back(f.reference_gbps());
+      rows.push_back(
+          {t.phase(), std::to_string(t.a()), std::to_string(t.b()),
+           Num(t.gbps()),
+           f.reference_gbps() > 0 ? Num(t.gbps() / f.reference_gbps(), 3) : "",
+           t.a_host() + " - " + t.b_host()});
+    }
+    plot.series = {bw, ref};
+    Figure fig;
+    fig.svg = RenderBarPlot(plot);
+    fig.expected = SeriesDrawn(plot);
+    fig.caption = "Verdict: " + f.verdict();
+    fig.table =
+        Table({"phase", "a", "b", "GB/s", "vs reference", "hosts"}, rows);
+    figures->push_back(std::move(fig));
+  }
+}
+
 // ------------------------------------------------------------ failures
 
 std::string Failures(const std::vector<v1::Result>& results) {
@@ -595,13 +635,15 @@ std::string RenderHtmlReport(const std::vector<v1::Result>& results,
     html += "<h2>" + Esc(name) + "</h2>\n";
     for (const Figure& f : figures) html += RenderFigure(f);
   };
-  std::vector<Figure> collectives, nodes, training;
+  std::vector<Figure> collectives, nodes, training, finder;
   Collectives(results, o, &collectives);
   NodeBenches(results, &nodes);
   Training(results, &training);
+  FindSlow(results, &finder);
   section("Collectives", collectives);
   section("Node benchmarks", nodes);
   section("Training", training);
+  section("Bad-node finder", finder);
   if (std::string nodes = RenderNodeSummary(results); !nodes.empty())
     html += "<h2>Nodes</h2>\n<pre>" + Esc(nodes) + "</pre>\n";
   html += absl::StrFormat("<script>%s</script>\n</body></html>\n", kScript);

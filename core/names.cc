@@ -56,6 +56,7 @@ constexpr Entry<v1::Bench> kBenches[] = {
     {v1::BENCH_TRIAD, "triad"},
     {v1::BENCH_GEMM, "gemm"},
     {v1::BENCH_TRAIN, "train"},
+    {v1::BENCH_FIND_SLOW, "find_slow"},
 };
 constexpr Entry<v1::CopyMethod> kCopyMethods[] = {
     {v1::COPY_ENGINE, "ce"}, {v1::SM, "sm"}, {v1::CPU, "cpu"}};

@@ -35,7 +35,8 @@ constexpr const char* kCaseKeys[] = {
     "root",   "verify",      "backend",   "timing",  "ladder", "bench",
     "method", "direction",   "traffic",   "pattern", "memory", "path",
     "shapes", "model",       "optimizer", "lr",      "bucket", "overlap",
-    "steps",  "check_steps", "scaling",   "comm",    "mode"};
+    "steps",  "check_steps", "scaling",   "comm",    "mode",   "slow_ratio",
+    "members"};
 constexpr const char* kModelKeys[] = {"layers", "hidden", "batch"};
 constexpr const char* kTimingKeys[] = {"warmup",
                                        "min_samples",
@@ -541,7 +542,7 @@ class PlanParser {
     for (const char* key :
          {"method", "direction", "traffic", "pattern", "memory", "path",
           "shapes", "model", "optimizer", "lr", "bucket", "overlap", "steps",
-          "check_steps", "scaling", "comm", "mode"}) {
+          "check_steps", "scaling", "comm", "mode", "slow_ratio", "members"}) {
       YAML::Node n = get(key, &f);
       if (n) {
         return Error(n, f,
@@ -776,6 +777,32 @@ class PlanParser {
       return absl::OkStatus();
     };
     const bool gemm = bench == v1::BENCH_GEMM;
+    // The bad-node finder: P2P pair tests (method, direction, traffic and
+    // one size as p2p's), a threshold and what the members are.
+    const bool find_slow = bench == v1::BENCH_FIND_SLOW;
+    if (find_slow) {
+      RM_RETURN_IF_ERROR(not_here("pattern",
+                                  "chooses its pairs itself (disjoint pairs, "
+                                  "then splits and a confirmation)"));
+      spec->set_slow_ratio(0.8);
+      if (YAML::Node r = get("slow_ratio", &f); r) {
+        RM_ASSIGN_OR_RETURN(double v, Number(r, f, 0, 0.99));
+        spec->set_slow_ratio(v);
+      }
+      spec->set_members("ranks");
+      if (YAML::Node m = get("members", &f); m) {
+        std::string v = m.IsScalar() ? absl::AsciiStrToLower(m.Scalar()) : "";
+        if (v != "ranks" && v != "nodes") {
+          return Error(
+              m, f,
+              absl::StrFormat("expected ranks or nodes, got %s", Show(m)));
+        }
+        spec->set_members(v);
+      }
+    } else {
+      RM_RETURN_IF_ERROR(not_here("slow_ratio", "is not the bad-node finder"));
+      RM_RETURN_IF_ERROR(not_here("members", "is not the bad-node finder"));
+    }
     // Methods: unspecified = the backend's own (ce or sm on GPUs, cpu on
     // the host backend).
     std::vector<v1::CopyMethod> methods;
@@ -791,7 +818,7 @@ class PlanParser {
     for (auto m : methods) spec->add_methods(m);
 
     std::vector<v1::CopyDirection> dirs;
-    if (bench == v1::BENCH_P2P) {
+    if (bench == v1::BENCH_P2P || find_slow) {
       RM_RETURN_IF_ERROR(EnumList<v1::CopyDirection>(
           get, "direction", &ParseCopyDirection, "write, read",
           {v1::WRITE, v1::READ}, {v1::WRITE}, &dirs));
@@ -804,7 +831,7 @@ class PlanParser {
     }
     for (auto d : dirs) spec->add_directions(d);
 
-    if (bench == v1::BENCH_P2P || bench == v1::BENCH_HOST_DEVICE) {
+    if (bench == v1::BENCH_P2P || bench == v1::BENCH_HOST_DEVICE || find_slow) {
       YAML::Node traffic = get("traffic", &f);
       if (traffic) {
         RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items,
@@ -819,7 +846,9 @@ class PlanParser {
           spec->add_bidirectional(t == "bidir");
         }
       } else {
-        spec->add_bidirectional(false);
+        // Pair tests load both directions: a slow member's link shows
+        // whichever way it is slow.
+        spec->add_bidirectional(find_slow);
       }
     } else {
       RM_RETURN_IF_ERROR(not_here("traffic", "has no bidirectional form"));
@@ -831,6 +860,8 @@ class PlanParser {
           get, "pattern", &ParseTransferPattern,
           "pairs, all_to_one, one_to_all",
           {v1::PAIR, v1::ALL_TO_ONE, v1::ONE_TO_ALL}, {v1::PAIR}, &patterns));
+    } else if (find_slow) {
+      patterns = {v1::ALL_RANKS};  // one case that tests the pairs it picks
     } else if (bench == v1::BENCH_LATENCY) {
       RM_RETURN_IF_ERROR(not_here("pattern",
                                   "runs between pairs (path: peer) or host "
@@ -981,7 +1012,8 @@ class PlanParser {
     std::string f;
     for (const char* key :
          {"collective", "ops", "placement", "root", "sizes", "method",
-          "direction", "traffic", "pattern", "memory", "path", "shapes"}) {
+          "direction", "traffic", "pattern", "memory", "path", "shapes",
+          "slow_ratio", "members"}) {
       YAML::Node n = get(key, &f);
       if (n) return Error(n, f, "bench: train does not take this key");
     }

@@ -136,6 +136,11 @@ void ConsoleReporter::Report(const v1::Result& r) {
       return;
     }
   }
+  if (r.case_().bench() == v1::BENCH_FIND_SLOW && r.has_find_slow()) {
+    FindSlowRows(r);
+    last_group_ = group;
+    return;
+  }
   if (group != last_group_ || skipped_group_) {
     out_ << "#\n# " << group << "\n";
     if (bench && r.case_().bench() == v1::BENCH_TRAIN) {
@@ -180,6 +185,25 @@ void ConsoleReporter::Report(const v1::Result& r) {
                     : absl::StrFormat("  %s/%s/%d", r.nccl_algorithm(),
                                       r.nccl_protocol(), r.nccl_channels()));
   }
+  out_.flush();
+}
+
+void ConsoleReporter::FindSlowRows(const v1::Result& r) {
+  const v1::FindSlowFigures& f = r.find_slow();
+  out_ << absl::StrFormat(
+      "#\n# %s: bad-node finder over %d %s, %s pairs (a pair below %.0f%% "
+      "of the median pair is a suspect)\n",
+      r.case_().spec_name(), f.member_count(), f.members(),
+      FormatBytes(r.case_().size_bytes()), f.slow_ratio() * 100);
+  out_ << absl::StrFormat("#%-8s %5s %5s %10s %7s  %s\n", "phase", "a", "b",
+                          "GB/s", "vs ref", "hosts");
+  for (const auto& t : f.tests()) {
+    out_ << absl::StrFormat(
+        " %-8s %5d %5d %10.4g %7.2f  %s - %s\n", t.phase(), t.a(), t.b(),
+        t.gbps(), f.reference_gbps() > 0 ? t.gbps() / f.reference_gbps() : 0,
+        t.a_host(), t.b_host());
+  }
+  out_ << "# verdict: " << f.verdict() << "\n";
   out_.flush();
 }
 

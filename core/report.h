@@ -54,6 +54,7 @@ class ConsoleReporter : public Reporter {
   void BenchRow(const v1::Result& r);
   void TrainHeader();
   void TrainRow(const v1::Result& r);
+  void FindSlowRows(const v1::Result& r);
   std::ostream& out_;
   std::string last_group_;
   bool skipped_group_ = false;  // last_group_ was announced as skipped

@@ -139,6 +139,8 @@ absl::Status ExpandBench(const v1::Plan& plan, const v1::CaseSpec& spec,
                     *c.mutable_timing() = spec.timing();
                     c.set_verify(spec.verify());
                     c.set_backend(spec.backend());
+                    c.set_slow_ratio(spec.slow_ratio());
+                    c.set_members(spec.members());
                     cases->push_back(std::move(c));
                   }
                 }

@@ -4,6 +4,9 @@
 #ifndef RINGMASTER_WORKER_BENCH_RUNNER_H_
 #define RINGMASTER_WORKER_BENCH_RUNNER_H_
 
+#include <string>
+#include <vector>
+
 #include "backends/backend.h"
 #include "backends/node_bench.h"
 #include "ringmaster/v1/result.pb.h"
@@ -16,6 +19,16 @@ namespace ringmaster {
 // path, its ceiling and the percentage of it. Unimplemented from Prepare on
 // any rank gives a SKIPPED result with that rank's reason.
 v1::Result RunBench(const v1::Case& c, NodeBench& bench, Control& control);
+
+// bench: find_slow, the bad-node finder (core/find_slow.h): pair tests
+// chosen as the search goes, each a P2P pair case of `c`'s method,
+// direction, traffic, size and timing between two members' ranks (members:
+// ranks, or nodes by `hosts[rank]` with the node's first rank). Every rank
+// calls it; rank 0's result is complete: the tests, the reference and the
+// named members. A confirmed slow member fails the result (BELOW_FLOOR,
+// naming its rank and host) so a health check exits non-zero.
+v1::Result RunFindSlow(const v1::Case& c, NodeBench& bench, Control& control,
+                       const std::vector<std::string>& hosts);
 
 // Agrees across the ranks of `control` on a step that may fail: true when
 // every rank's `local` is OK; otherwise fills `result` from the first

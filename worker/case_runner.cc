@@ -9,9 +9,9 @@
 
 #include "absl/strings/str_format.h"
 #include "backends/collective_layout.h"
-#include "core/progress.h"
 #include "core/metrics.h"
 #include "core/names.h"
+#include "core/progress.h"
 #include "core/stats.h"
 
 namespace ringmaster {

@@ -465,9 +465,13 @@ int Run(const RunArgs& args, int argc, char** argv) {
   };
   auto run_bench = [&](const v1::Case& c) -> v1::Result {
     const v1::Backend want = backend_of(c);
+    std::vector<std::string> hosts;
+    for (const auto& f : fps) hosts.push_back(f.host());
     if (want == v1::BACKEND_HOST) {
       if (!host_bench)
         host_bench = std::make_unique<HostNodeBench>(*world, *faults);
+      if (c.bench() == v1::BENCH_FIND_SLOW)
+        return RunFindSlow(c, *host_bench, control, hosts);
       return RunBench(c, *host_bench, control);
     }
     if (backend_name != "cuda") {
@@ -481,6 +485,8 @@ int Run(const RunArgs& args, int argc, char** argv) {
       if (!created.ok()) return FailedBench(c, nranks, created.status());
       cuda_bench = std::move(*created);
     }
+    if (c.bench() == v1::BENCH_FIND_SLOW)
+      return RunFindSlow(c, *cuda_bench, control, hosts);
     return RunBench(c, *cuda_bench, control);
 #else
     return SkippedBench(c, nranks,

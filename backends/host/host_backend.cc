@@ -15,7 +15,8 @@ HostBackend::HostBackend(HostComm& comm, std::vector<Fault> faults)
     : comm_(comm),
       rank_(comm.rank()),
       nranks_(comm.size()),
-      faults_(std::move(faults)) {}
+      faults_(std::move(faults)),
+      slow_(SlowFactor(faults_, rank_)) {}
 
 BackendInfo HostBackend::Info() const {
   BackendInfo info;
@@ -94,6 +95,17 @@ void HostBackend::FillInputs() {
 }
 
 absl::Status HostBackend::RunOnce() {
+  // A slow fault stretches each operation by its factor.
+  if (slow_ <= 1) return RunOnceInner();
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status st = RunOnceInner();
+  SpinFor((slow_ - 1) * std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - start)
+                            .count());
+  return st;
+}
+
+absl::Status HostBackend::RunOnceInner() {
   const bool ip = config_.in_place;
   const int64_t count = config_.count;
   const int64_t chunk = layout_.chunk;

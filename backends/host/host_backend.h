@@ -34,6 +34,7 @@ class HostBackend : public CollectiveBackend {
 
  private:
   absl::Status RunOnce();
+  absl::Status RunOnceInner();
   void FillInputs();
   unsigned char* In();
   unsigned char* Out();
@@ -42,6 +43,7 @@ class HostBackend : public CollectiveBackend {
   int rank_ = 0;
   int nranks_ = 1;
   std::vector<Fault> faults_;
+  double slow_ = 1;  // a slow fault's factor for this rank
   CollectiveConfig config_;
   CollectiveLayout layout_;
   int64_t elem_ = 4;

@@ -25,7 +25,8 @@ HostNodeBench::HostNodeBench(HostComm& comm, std::vector<Fault> faults)
     : comm_(comm),
       faults_(std::move(faults)),
       rank_(comm.rank()),
-      size_(comm.size()) {}
+      size_(comm.size()),
+      slow_(SlowFactor(faults_, rank_)) {}
 
 bool HostNodeBench::Active() const {
   const v1::Case& c = case_;
@@ -163,6 +164,18 @@ absl::StatusOr<BenchSetup> HostNodeBench::Prepare(const v1::Case& c) {
 }
 
 absl::Status HostNodeBench::RunOps(int iters) {
+  // A slow fault stretches the rank's share of the work by its factor.
+  // (P2P stretches each transfer itself, in RunOpsInner.)
+  if (slow_ <= 1 || case_.bench() == v1::BENCH_P2P) return RunOpsInner(iters);
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status st = RunOpsInner(iters);
+  SpinFor((slow_ - 1) * std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - start)
+                            .count());
+  return st;
+}
+
+absl::Status HostNodeBench::RunOpsInner(int iters) {
   const v1::Case& c = case_;
   const int64_t size = c.size_bytes();
   const bool active = Active();
@@ -198,7 +211,15 @@ absl::Status HostNodeBench::RunOps(int iters) {
         std::vector<RecvOp> recvs;
         for (int peer : from) recvs.push_back(RecvOp{peer, dst_.data(), size});
         for (int peer : to) sends.push_back(SendOp{peer, src_.data(), size});
+        const auto t0 = std::chrono::steady_clock::now();
         RM_RETURN_IF_ERROR(comm_.Exchange(sends, recvs));
+        // A slow rank stretches each transfer, so its peers wait for it in
+        // the next one, as behind a slow link.
+        if (slow_ > 1 && !(sends.empty() && recvs.empty())) {
+          SpinFor((slow_ - 1) * std::chrono::duration<double>(
+                                    std::chrono::steady_clock::now() - t0)
+                                    .count());
+        }
       }
       // One-byte acknowledgements (TCP has no empty messages).
       char ack_out = 1;

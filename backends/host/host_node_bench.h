@@ -27,6 +27,7 @@ class HostNodeBench : public NodeBench {
 
  private:
   absl::Status RunOps(int iters);
+  absl::Status RunOpsInner(int iters);
   bool Active() const;
   void Fill();
 
@@ -34,6 +35,7 @@ class HostNodeBench : public NodeBench {
   std::vector<Fault> faults_;
   int rank_ = 0;
   int size_ = 1;
+  double slow_ = 1;  // a slow fault's factor for this rank
   v1::Case case_;
   std::vector<unsigned char> src_, dst_;
   std::vector<float> a_, b_, c_;  // triad and GEMM operands

@@ -101,8 +101,9 @@ read -r plots ok _ _ _ < <(inspect "$work/missing.html" 2>/dev/null)
 sed 's|</body>|<script>no_such_function();</script></body>|' \
   "$work/report.html" > "$work/broken.html"
 read -r _ _ errors console _ < <(inspect "$work/broken.html" 2>/dev/null)
-[ "$errors" -eq 1 ] && [ "$console" -ge 1 ] ||
+if [ "$errors" -ne 1 ] || [ "$console" -lt 1 ]; then
   fail "a script error went unnoticed (errors $errors, console $console)"
+fi
 
 mkdir -p "$artifacts"
 cp "$work/report.html" "$artifacts/report.html"

@@ -1,0 +1,64 @@
+// The bad-node finder's search (bench: find_slow): which pairs of members
+// (ranks or nodes) to test, and what the tests say.
+//
+//  1. "pairs": disjoint pairs (0,1), (2,3), ...; an odd last member pairs
+//     with member 0. The reference is the median of these bandwidths; a
+//     pair below slow_ratio x reference is a suspect.
+//  2. "split": per suspect pair (a, b), a against a member g of a good pair:
+//     slow means a, otherwise b. Slow here: below the geometric midpoint of
+//     the suspect pair's bandwidth and the reference (the test looks more
+//     like the suspect pair than like the others).
+//  3. "confirm": the named member against another good member; a re-test
+//     that is slow in the same sense confirms it.
+// Among 8 members with one slow: 4 + 1 tests and 1 confirmation. The
+// reference is the median pair, so when most pairs are slow the slow speed
+// is the reference and nobody is named: the finder looks for the few
+// members unlike the rest. The caller runs each pair and feeds back its GB/s
+// (identically on every rank, so every rank walks the same pairs).
+#ifndef RINGMASTER_CORE_FIND_SLOW_H_
+#define RINGMASTER_CORE_FIND_SLOW_H_
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ringmaster/v1/result.pb.h"
+
+namespace ringmaster {
+
+class SlowMemberSearch {
+ public:
+  SlowMemberSearch(int members, double slow_ratio);
+
+  // The next pair to test (and its phase), or nothing when done.
+  struct Test {
+    int a = 0, b = 0;
+    std::string phase;
+  };
+  std::optional<Test> Next();
+  // The bandwidth of the pair Next() returned (0: the pair failed).
+  void Record(double gbps);
+
+  // The figures so far (complete once Next() returned nothing).
+  const v1::FindSlowFigures& figures() const { return figures_; }
+
+ private:
+  void Plan();  // queue the next phase's tests
+  // sqrt(suspect pair's GB/s x reference): what "slow" means after the
+  // first round, for suspect pair `suspect`.
+  double Midpoint(size_t suspect) const;
+  int n_;
+  double ratio_;
+  int phase_ = 0;  // 0 pairs, 1 split, 2 confirm, 3 done
+  std::vector<Test> queue_;
+  size_t next_ = 0;
+  std::vector<double> results_;  // per queued test of this phase
+  std::vector<std::pair<int, int>> suspects_;
+  std::vector<int> good_;  // members of pairs above the threshold
+  v1::FindSlowFigures figures_;
+};
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_CORE_FIND_SLOW_H_
