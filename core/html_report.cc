@@ -583,6 +583,98 @@ void FindSlow(const std::vector<v1::Result>& results,
   }
 }
 
+// ------------------------------------------------------------ telemetry
+
+void Telemetry(const std::vector<v1::Result>& results,
+               std::vector<Figure>* figures) {
+  // Per device (job, rank, device): its samples by time, each once.
+  struct Device {
+    std::string name;
+    std::map<double, v1::TelemetrySample> samples;
+  };
+  std::set<std::string> jobs;
+  for (const auto& r : results)
+    if (r.telemetry_size() > 0) jobs.insert(r.job_id());
+  if (jobs.empty()) return;
+  std::vector<std::string> order;
+  std::map<std::string, Device> devices;
+  for (const auto& r : results) {
+    for (const auto& t : r.telemetry()) {
+      std::string name =
+          absl::StrFormat("rank %d %s %s", t.rank(), t.host(), t.device());
+      if (jobs.size() > 1) name += " (" + r.job_id() + ")";
+      auto [it, fresh] = devices.try_emplace(name);
+      if (fresh) {
+        order.push_back(name);
+        it->second.name = name;
+      }
+      for (const auto& s : t.samples()) it->second.samples[s.t_s()] = s;
+    }
+  }
+  struct Metric {
+    const char* title;
+    const char* unit;
+    bool (v1::TelemetrySample::*has)() const;
+    double (v1::TelemetrySample::*get)() const;
+  };
+  const Metric metrics[] = {
+      {"clock (SM on GPUs, mean CPU clock on hosts)", "MHz",
+       &v1::TelemetrySample::has_sm_clock_mhz,
+       &v1::TelemetrySample::sm_clock_mhz},
+      {"power", "W", &v1::TelemetrySample::has_power_w,
+       &v1::TelemetrySample::power_w},
+      {"temperature", "C", &v1::TelemetrySample::has_temperature_c,
+       &v1::TelemetrySample::temperature_c},
+      {"utilization", "%", &v1::TelemetrySample::has_utilization_pct,
+       &v1::TelemetrySample::utilization_pct},
+      {"memory clock", "MHz", &v1::TelemetrySample::has_mem_clock_mhz,
+       &v1::TelemetrySample::mem_clock_mhz},
+  };
+  for (const Metric& m : metrics) {
+    LinePlot plot;
+    plot.title = std::string("telemetry: ") + m.title;
+    plot.x_label = "seconds since the job started";
+    plot.y_label =
+        std::string(m.title).substr(0, std::string(m.title).find(" (")) + " (" +
+        m.unit + ")";
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& name : order) {
+      LineSeries series;
+      series.name = name;
+      std::vector<double> values;
+      for (const auto& [t, s] : devices[name].samples) {
+        if (!(s.*m.has)()) continue;
+        series.points.emplace_back(t, (s.*m.get)());
+        values.push_back((s.*m.get)());
+      }
+      if (values.empty()) continue;
+      std::sort(values.begin(), values.end());
+      rows.push_back({name, std::to_string(values.size()), Num(values.front()),
+                      Num(values[values.size() / 2]), Num(values.back())});
+      plot.series.push_back(std::move(series));
+    }
+    if (plot.series.empty()) continue;
+    Figure f;
+    f.svg = RenderLinePlot(plot);
+    f.expected = SeriesDrawn(plot);
+    f.caption =
+        std::string("Sampled on each rank while cases ran (") + m.unit + ").";
+    f.table = Table({"device", "samples", "min", "median", "max"}, rows);
+    figures->push_back(std::move(f));
+  }
+}
+
+std::string Throttled(const std::vector<v1::Result>& results) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : results) {
+    if (!r.throttled()) continue;
+    rows.push_back({r.job_id(), std::to_string(r.case_().seq()),
+                    r.case_().spec_name(), r.throttle_detail()});
+  }
+  if (rows.empty()) return "";
+  return Table({"job", "seq", "case", "slowdown while it ran"}, rows);
+}
+
 // ------------------------------------------------------------ failures
 
 std::string Failures(const std::vector<v1::Result>& results) {
@@ -635,15 +727,19 @@ std::string RenderHtmlReport(const std::vector<v1::Result>& results,
     html += "<h2>" + Esc(name) + "</h2>\n";
     for (const Figure& f : figures) html += RenderFigure(f);
   };
-  std::vector<Figure> collectives, nodes, training, finder;
+  std::vector<Figure> collectives, nodes, training, finder, telemetry;
   Collectives(results, o, &collectives);
   NodeBenches(results, &nodes);
   Training(results, &training);
   FindSlow(results, &finder);
+  Telemetry(results, &telemetry);
   section("Collectives", collectives);
   section("Node benchmarks", nodes);
   section("Training", training);
   section("Bad-node finder", finder);
+  section("Telemetry", telemetry);
+  if (std::string t = Throttled(results); !t.empty())
+    html += "<h2 class=\"warn\">Measured while throttled</h2>\n" + t;
   if (std::string nodes = RenderNodeSummary(results); !nodes.empty())
     html += "<h2>Nodes</h2>\n<pre>" + Esc(nodes) + "</pre>\n";
   html += absl::StrFormat("<script>%s</script>\n</body></html>\n", kScript);

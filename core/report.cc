@@ -293,6 +293,12 @@ void ConsoleReporter::End(const RunSummary& summary) {
     out_ << absl::StrFormat("# Avg bus bandwidth    : %g GB/s\n",
                             summary.avg_busbw_gbps);
   }
+  if (summary.throttled_results > 0) {
+    out_ << absl::StrFormat(
+        "# throttled: %d result(s) measured while a device slowed its clocks "
+        "(e.g. %s); their figures may be low for that\n",
+        summary.throttled_results, summary.throttle_example);
+  }
   if (summary.succeeded) {
     out_ << "# status: SUCCEEDED\n";
   } else {
@@ -753,6 +759,10 @@ RunSummary Summarize(const std::vector<v1::Result>& results) {
   int ok = 0;
   for (const auto& r : results) {
     ++s.results;
+    if (r.throttled() && s.throttled_results++ == 0) {
+      s.throttle_example =
+          absl::StrFormat("seq %d: %s", r.case_().seq(), r.throttle_detail());
+    }
     if (r.status() == v1::OK) {
       if (r.case_().bench() == v1::BENCH_COLLECTIVE) {
         sum += r.busbw_gbps();

@@ -30,6 +30,8 @@ struct RunSummary {
   int skipped_results = 0;    // SKIPPED: not run here, not failures
   int ok_collectives = 0;     // OK collective results (the busbw average's)
   double avg_busbw_gbps = 0;  // mean busbw of OK results, as nccl-tests
+  int throttled_results = 0;  // measured while a device slowed its clocks
+  std::string throttle_example;  // one of them: "seq N: rank R: reasons"
 };
 
 class Reporter {

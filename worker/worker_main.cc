@@ -29,6 +29,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "backends/host/host_backend.h"
@@ -43,6 +44,7 @@
 #include "core/names.h"
 #include "core/placement.h"
 #include "core/progress.h"
+#include "core/telemetry.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 #include "worker/bench_runner.h"
@@ -55,6 +57,7 @@
 #include "backends/cuda/cuda_node_bench.h"
 #include "backends/cuda/cuda_topology.h"
 #include "backends/cuda/cuda_trainer.h"
+#include "backends/cuda/nvml.h"
 #endif
 
 extern char** environ;
@@ -178,6 +181,8 @@ struct RunArgs {
   std::string advertise;  // empty: the address that routes to the coordinator
   int bootstrap_timeout_s = 300;
   int local_ranks = 1;  // ranks this process starts (one per GPU of a pod)
+  // Telemetry sampling period (0: off; RINGMASTER_TELEMETRY_MS overrides).
+  int telemetry_ms = 100;
 };
 
 int Run(const RunArgs& args, int argc, char** argv) {
@@ -419,6 +424,24 @@ int Run(const RunArgs& args, int argc, char** argv) {
   // command_line and started_at are stamped by the coordinator, which
   // knows how the job was launched.
 
+  // Telemetry of this rank's device, sampled in the background; every
+  // result keeps every rank's samples of its own window.
+  std::unique_ptr<TelemetrySampler> telemetry;
+  if (args.telemetry_ms > 0) {
+    std::unique_ptr<TelemetrySource> source;
+#ifdef RINGMASTER_HAVE_CUDA
+    if (backend_name == "cuda") {
+      const int dev = local_rank % std::max(1, GpuCount());
+      const std::string bus = CudaBusId(dev);
+      source = NvmlTelemetrySource(
+          bus, absl::StrFormat("GPU %s %s", bus, CudaDeviceName(dev)));
+    }
+#endif
+    if (!source) source = HostTelemetrySource();
+    telemetry = std::make_unique<TelemetrySampler>(
+        std::move(source), std::chrono::milliseconds(args.telemetry_ms));
+  }
+
   // Communicator groups: the whole launch, and the first n ranks for each
   // ladder rung (created collectively on first use; every rank walks the
   // same cases, so every rank takes part).
@@ -527,6 +550,7 @@ int Run(const RunArgs& args, int argc, char** argv) {
     }
     MaybeInjectFault(*faults, rank, c.seq());
     heartbeat.SetEntered(c.seq());
+    const double case_start = telemetry ? telemetry->Now() : 0;
     const int n = c.nranks() > 0 ? c.nranks() : nranks;
     v1::Result result;
     if (c.bench() != v1::BENCH_COLLECTIVE && c.bench() != v1::BENCH_TRAIN) {
@@ -563,6 +587,31 @@ int Run(const RunArgs& args, int argc, char** argv) {
       }
     }
     heartbeat.SetProgress(c.seq());
+    if (telemetry) {
+      // Every rank walks every case, so the gather lines up; a failed
+      // gather only loses the telemetry.
+      v1::DeviceTelemetry mine =
+          telemetry->Window(case_start, telemetry->Now());
+      mine.set_rank(rank);
+      mine.set_host(fp.host());
+      auto all = control.AllGatherStrings(mine.SerializeAsString());
+      if (rank == 0 && all.ok()) {
+        uint64_t slow = 0;
+        std::vector<std::string> who;
+        for (const std::string& bytes : *all) {
+          v1::DeviceTelemetry* t = result.add_telemetry();
+          t->ParseFromString(bytes);
+          slow |= t->slowdown_reasons();
+          if (t->slowdown_reasons() != 0)
+            who.push_back(absl::StrFormat("rank %d: %s", t->rank(),
+                                          ReasonNames(t->slowdown_reasons())));
+        }
+        if (slow != 0) {
+          result.set_throttled(true);
+          result.set_throttle_detail(absl::StrJoin(who, "; "));
+        }
+      }
+    }
     if (rank != 0) continue;
     result.set_schema_version(v1::SCHEMA_VERSION_1);
     result.set_job_id(args.job_id);
@@ -717,6 +766,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   run->add_option("--bootstrap-timeout", args.bootstrap_timeout_s,
                   "Seconds to wait for every rank to start (--bootstrap)")
+      ->capture_default_str();
+  run->add_option("--telemetry-ms", args.telemetry_ms,
+                  "Sample this rank's GPU (NVML) or CPUs every N ms while "
+                  "cases run; 0: off")
+      ->envname("RINGMASTER_TELEMETRY_MS")
+      ->check(CLI::Range(0, 60000))
       ->capture_default_str();
   run->allow_extras();  // MPI may append its own arguments
   auto* probe =

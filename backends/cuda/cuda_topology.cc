@@ -19,6 +19,24 @@ int NvlinkGeneration(unsigned code) {
 
 }  // namespace
 
+std::string CudaBusId(int device) {
+  char id[32] = {};
+  if (cudaDeviceGetPCIBusId(id, sizeof id, device) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return id;
+}
+
+std::string CudaDeviceName(int device) {
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return prop.name;
+}
+
 std::string DescribeGpusJson() {
   nlohmann::json out;
   out["devices"] = nlohmann::json::array();

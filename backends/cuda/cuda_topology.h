@@ -13,6 +13,11 @@ namespace ringmaster {
 // answer in "note".
 std::string DescribeGpusJson();
 
+// The PCI bus id ("0000:19:00.0") and name of CUDA device `device`; empty
+// when there is none.
+std::string CudaBusId(int device);
+std::string CudaDeviceName(int device);
+
 }  // namespace ringmaster
 
 #endif  // RINGMASTER_BACKENDS_CUDA_CUDA_TOPOLOGY_H_

@@ -144,4 +144,77 @@ std::optional<std::pair<unsigned, unsigned>> NvmlPcieMaxLink(
   return std::make_pair(g, w);
 }
 
+namespace {
+
+class NvmlGpuSource : public TelemetrySource {
+ public:
+  NvmlGpuSource(std::unique_ptr<NvmlSession> nvml, NvmlDevice dev,
+                std::string name)
+      : nvml_(std::move(nvml)), dev_(dev), name_(std::move(name)) {
+    clock_ = nvml_->Get<int (*)(NvmlDevice, int, unsigned*)>(
+        "nvmlDeviceGetClockInfo");
+    power_ =
+        nvml_->Get<int (*)(NvmlDevice, unsigned*)>("nvmlDeviceGetPowerUsage");
+    temp_ = nvml_->Get<int (*)(NvmlDevice, int, unsigned*)>(
+        "nvmlDeviceGetTemperature");
+    util_ = nvml_->Get<int (*)(NvmlDevice, unsigned*)>(
+        "nvmlDeviceGetUtilizationRates");
+    reasons_ = nvml_->Get<int (*)(NvmlDevice, unsigned long long*)>(
+        "nvmlDeviceGetCurrentClocksEventReasons");
+    if (reasons_ == nullptr) {  // the name before NVML 12.3
+      reasons_ = nvml_->Get<int (*)(NvmlDevice, unsigned long long*)>(
+          "nvmlDeviceGetCurrentClocksThrottleReasons");
+    }
+    ecc_ = nvml_->Get<int (*)(NvmlDevice, int, int, unsigned long long*)>(
+        "nvmlDeviceGetTotalEccErrors");
+  }
+  std::string device() const override { return name_; }
+  void Read(v1::TelemetrySample* s) override {
+    unsigned v = 0;
+    // NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2; NVML_TEMPERATURE_GPU = 0.
+    if (clock_ && clock_(dev_, 1, &v) == 0) s->set_sm_clock_mhz(v);
+    if (clock_ && clock_(dev_, 2, &v) == 0) s->set_mem_clock_mhz(v);
+    if (power_ && power_(dev_, &v) == 0) s->set_power_w(v / 1000.0);
+    if (temp_ && temp_(dev_, 0, &v) == 0) s->set_temperature_c(v);
+    unsigned util[2] = {};  // nvmlUtilization_t {gpu, memory}
+    if (util_ && util_(dev_, util) == 0) {
+      s->set_utilization_pct(util[0]);
+      s->set_mem_utilization_pct(util[1]);
+    }
+    unsigned long long r = 0;
+    if (reasons_ && reasons_(dev_, &r) == 0) s->set_clock_event_reasons(r);
+  }
+  // NVML_MEMORY_ERROR_TYPE_CORRECTED = 0 / UNCORRECTED = 1,
+  // NVML_VOLATILE_ECC = 0.
+  int64_t EccCorrected() override { return Ecc(0); }
+  int64_t EccUncorrected() override { return Ecc(1); }
+
+ private:
+  int64_t Ecc(int type) {
+    unsigned long long n = 0;
+    if (ecc_ == nullptr || ecc_(dev_, type, 0, &n) != 0) return -1;
+    return static_cast<int64_t>(n);
+  }
+  std::unique_ptr<NvmlSession> nvml_;
+  NvmlDevice dev_;
+  std::string name_;
+  int (*clock_)(NvmlDevice, int, unsigned*) = nullptr;
+  int (*power_)(NvmlDevice, unsigned*) = nullptr;
+  int (*temp_)(NvmlDevice, int, unsigned*) = nullptr;
+  int (*util_)(NvmlDevice, unsigned*) = nullptr;
+  int (*reasons_)(NvmlDevice, unsigned long long*) = nullptr;
+  int (*ecc_)(NvmlDevice, int, int, unsigned long long*) = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<TelemetrySource> NvmlTelemetrySource(const std::string& bus_id,
+                                                     const std::string& name) {
+  auto nvml = std::make_unique<NvmlSession>();
+  if (!nvml->ok()) return nullptr;
+  auto dev = nvml->Device(bus_id);
+  if (!dev) return nullptr;
+  return std::make_unique<NvmlGpuSource>(std::move(nvml), *dev, name);
+}
+
 }  // namespace ringmaster

@@ -3,9 +3,12 @@
 #ifndef RINGMASTER_BACKENDS_CUDA_NVML_H_
 #define RINGMASTER_BACKENDS_CUDA_NVML_H_
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
+
+#include "core/telemetry.h"
 
 namespace ringmaster {
 
@@ -28,6 +31,13 @@ std::optional<NvlinkInfo> NvmlNvlink(const std::string& bus_id,
 // The GPU's maximum PCIe link generation and width; nullopt when unknown.
 std::optional<std::pair<unsigned, unsigned>> NvmlPcieMaxLink(
     const std::string& bus_id);
+
+// Telemetry of the GPU at `bus_id` (SM and memory clocks, power,
+// temperature, utilization, clocks-event reasons, volatile ECC counts),
+// NVML kept open for the source's life; nullptr when NVML or the device is
+// not there.
+std::unique_ptr<TelemetrySource> NvmlTelemetrySource(const std::string& bus_id,
+                                                     const std::string& name);
 
 }  // namespace ringmaster
 

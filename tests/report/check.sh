@@ -77,13 +77,14 @@ PY
 read -r plots ok errors console figures < <(inspect "$work/report.html")
 echo "report: $figures figures, the page checked $plots, $ok drew every series;" \
   "script errors $errors, console lines $console"
-[ "$figures" -ge 9 ] || fail "expected at least 9 plots, found $figures"
+[ "$figures" -ge 12 ] || fail "expected at least 12 plots, found $figures"
 [ "$plots" -eq "$figures" ] || fail "the page checked $plots of $figures plots"
 [ "$ok" -eq "$plots" ] || fail "$((plots - ok)) plot(s) drew a different number of series"
 [ "$errors" -eq 0 ] || fail "the page recorded script errors"
 [ "$console" -eq 0 ] || fail "Chromium logged $console console message(s)"
 for kind in "class=\"plot line\"" "class=\"plot heatmap\"" "class=\"plot bar\"" \
-    "predicted (" "scaling efficiency" "step breakdown"; do
+    "predicted (" "scaling efficiency" "step breakdown" "telemetry: " \
+    "pair tests over"; do
   grep -q "$kind" "$work/report.html" || fail "no $kind in the report"
 done
 
