@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "cli/progress_display.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/launcher.h"
 #include "coordinator/server.h"
@@ -209,6 +210,12 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases,
   std::vector<v1::Result> results;
   bool begun = false;
   absl::Time last_output = absl::Now();
+  // A live bar on a terminal, plain progress lines otherwise; none --quiet.
+  std::optional<ProgressDisplay> progress;
+  if (!options.quiet) {
+    progress.emplace(std::cerr, isatty(STDERR_FILENO) == 1,
+                     static_cast<int64_t>(cases.size()), start);
+  }
 
   auto begin = [&] {
     if (begun) return;
@@ -230,9 +237,15 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases,
       any = true;
       if (ev->type != JobEvent::Type::kResult || ev->job_id != job_id) continue;
       results.push_back(ev->result);
+      if (progress) progress->Clear();
       begin();
       for (Reporter* rep : reporters) rep->Report(ev->result);
+      std::cout.flush();
       last_output = absl::Now();
+      if (progress) {
+        progress->Update(static_cast<int64_t>(results.size()),
+                         ev->result.case_().spec_name(), last_output);
+      }
     }
   };
 
@@ -240,6 +253,21 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases,
   while (!(outcome = supervisor.Poll())) {
     drain(absl::Milliseconds(100));
     absl::Time now = absl::Now();
+    if (progress) {
+      // Between results: the ranks' heartbeats say which case runs.
+      int64_t slowest = INT64_MAX;
+      for (const RankStatus& r : manager.Ranks(job_id))
+        slowest = std::min(slowest, r.progress_seq);
+      const int64_t done =
+          std::max<int64_t>(static_cast<int64_t>(results.size()),
+                            slowest == INT64_MAX ? 0 : slowest + 1);
+      progress->Update(done,
+                       done < static_cast<int64_t>(cases.size())
+                           ? cases[done].spec_name()
+                           : "",
+                       now);
+      last_output = now;  // the bar or its lines say it is still running
+    }
     if (now - last_output > absl::Seconds(10)) {
       int64_t slowest = INT64_MAX;
       for (const RankStatus& r : manager.Ranks(job_id))
@@ -254,6 +282,7 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases,
   // 5. Reap: nothing of the job may outlive it.
   supervisor.Reap(&*outcome);
   drain(absl::ZeroDuration());  // results that arrived while reaping
+  if (progress) progress->Finish();
   std::optional<v1::Failure> failure;
   if (outcome->state != v1::JOB_SUCCEEDED) failure = outcome->failure;
 
