@@ -260,7 +260,10 @@ absl::StatusOr<v1::RendezvousResponse> JobManager::Rendezvous(
   rank.last_seen = absl::Now();
   v1::RendezvousResponse resp;
   int waiting = 0;
-  for (const RankStatus& r : rec->ranks) waiting += r.rendezvous ? 0 : 1;
+  for (size_t i = 0; i < rec->ranks.size(); ++i) {
+    if (rec->ranks[i].rendezvous) continue;
+    if (++waiting <= 16) resp.add_missing(static_cast<int>(i));
+  }
   resp.set_waiting_for(waiting);
   if (waiting == 0) {
     resp.set_ready(true);

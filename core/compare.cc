@@ -416,7 +416,14 @@ CompareSummary SummarizeComparison(const std::vector<MetricComparison>& rows,
     for (double x : fa) ss += (x - ma) * (x - ma);
     for (double x : fb) ss += (x - mb) * (x - mb);
     const int df = static_cast<int>(fa.size() + fb.size()) - 2;
-    const double sd = std::sqrt(ss / df);
+    // Floored by the metrics' typical run-to-run spread: base runs taken
+    // back to back miss a machine's slower drift, which a median over
+    // metrics would otherwise hide from the estimate.
+    std::vector<double> metric_sd;
+    for (const auto& m : rows)
+      if (m.run_noise > 0) metric_sd.push_back(m.run_noise);
+    const double floor_sd = metric_sd.empty() ? 0 : Median(metric_sd);
+    const double sd = std::max(std::sqrt(ss / df), floor_sd);
     const double se = sd * std::sqrt(1.0 / static_cast<double>(fa.size()) +
                                      1.0 / static_cast<double>(fb.size()));
     sum.machine_change = std::exp(mb - ma) - 1;

@@ -14,8 +14,10 @@
 //    runs differ more than samples within a run).
 // The summary: with 2+ base runs, each run's "machine factor" (the median
 // over metrics of its log time against the base mean) and a two-sample t
-// test of the new runs' factors against the base runs': "worse" when the
-// factor moved by at least the threshold with p < alpha (a shared machine's
+// test of the new runs' factors against the base runs' (the spread floored
+// by the metrics' median run-to-run spread: runs taken back to back miss
+// slower drift): "worse" when the factor moved by at least the threshold
+// with p < alpha (a shared machine's
 // speed drifts and moves every metric of a run together; only the run level
 // sees that as noise). With one base run: the median change over the
 // metrics and the Wilcoxon signed-rank test over their changes.

@@ -15,6 +15,8 @@
 #include <tuple>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "coordinator/launcher.h"
 #include "coordinator/store.h"
 
@@ -652,6 +654,133 @@ cases:
   EXPECT_DOUBLE_EQ(two.loss_reference(),
                    one.loss_reference());  // the same global problem
   EXPECT_NEAR(two.loss_check(), one.loss_check(), 1e-5 * one.loss_check());
+}
+
+// shared/RELIABILITY.md R7: a bad node among 16. The bad-node finder
+// (bench: find_slow) over 16 host ranks: with rank 11 slowed 3x it names
+// exactly rank 11, confirmed, and fails the job; with no slow rank it names
+// nobody. Precision and recall over both runs 1.0. (A rank that is merely
+// slow inside synchronous collectives cannot be told from its own times:
+// every rank waits for it, so all ranks' times are equal; pair tests can.)
+class R7_bad_node : public RunTest {};
+
+TEST_F(R7_bad_node, NamedAmongSixteenWithPrecisionAndRecallOne) {
+  const std::string plan = (dir_ / "r7.yaml").string();
+  std::ofstream(plan) << R"(name: r7
+cases:
+  - {name: find_slow, bench: find_slow, backend: host, sizes: [1MiB],
+     timing: {warmup: 1, iters: 4, min_samples: 5, max_samples: 7}}
+)";
+  auto finder = [&](const std::string& out, const std::string& fault,
+                    int* exit_code) {
+    std::vector<std::pair<std::string, std::string>> env;
+    if (!fault.empty()) env.emplace_back("RINGMASTER_FAULT", fault);
+    Outcome o = RunRingmaster({"run", plan, "--np", "16", "--backend", "host",
+                               "--out", (dir_ / out).string(), "--quiet"},
+                              env);
+    *exit_code = o.exit_code;
+    v1::FindSlowFigures f;
+    auto store = Store::Open((dir_ / out / "ringmaster.db").string());
+    if (!store.ok()) return f;
+    auto rows = (*store)->Results(JobId(o), -1, 0);
+    if (rows.ok() && rows->size() == 1) f = (*rows)[0].find_slow();
+    return f;
+  };
+  int slow_exit = -1, clean_exit = -1;
+  const v1::FindSlowFigures slow =
+      finder("slow", "slow:rank=11:factor=3", &slow_exit);
+  const v1::FindSlowFigures clean = finder("clean", "", &clean_exit);
+  int named = 0, true_pos = 0;
+  for (const auto* f : {&slow, &clean}) {
+    for (int i = 0; i < f->slow_size(); ++i) {
+      if (!f->confirmed(i)) continue;
+      ++named;
+      true_pos += f == &slow && f->slow(i) == 11;
+    }
+  }
+  const double precision = named > 0 ? 1.0 * true_pos / named : 0;
+  const double recall = true_pos;  // one slow rank in all
+  const bool pass = precision == 1.0 && recall == 1.0 && slow_exit == 1 &&
+                    clean_exit == 0 && slow.pair_runs() <= 15;
+  std::cout << "FIGURE R7 "
+            << absl::StrFormat(
+                   "find_slow over 16 ranks, rank 11 slowed 3x: named [%s] "
+                   "after %d pair tests + %d confirmation(s), job exit %d; "
+                   "no slow rank: named [%s], exit %d; precision %.2f recall "
+                   "%.2f",
+                   absl::StrJoin(slow.slow(), ","), slow.pair_runs(),
+                   slow.tests_size() - slow.pair_runs(), slow_exit,
+                   absl::StrJoin(clean.slow(), ","), clean_exit, precision,
+                   recall)
+            << " => " << (pass ? "PASS" : "FAIL") << std::endl;
+  EXPECT_EQ(precision, 1.0) << slow.verdict() << " / " << clean.verdict();
+  EXPECT_EQ(recall, 1.0) << slow.verdict();
+  EXPECT_EQ(slow_exit, 1);
+  EXPECT_EQ(clean_exit, 0) << clean.verdict();
+  EXPECT_LE(slow.pair_runs(), 15);
+}
+
+// shared/RELIABILITY.md R8: one corrupted element in a million. Every
+// collective at >= 1M elements with one output element flipped on rank 1 is
+// a FAILED data_mismatch naming rank 1 and counting exactly 1 wrong
+// element; the same plan without the fault has no failure.
+class R8_corruption : public RunTest {};
+
+TEST_F(R8_corruption, OneWrongElementInAMillionIsAlwaysCaught) {
+  const std::string plan = (dir_ / "r8.yaml").string();
+  std::ofstream(plan) << R"(name: r8
+defaults:
+  timing: {warmup: 1, min_samples: 2, max_samples: 2, sample_target: 50us, max_iters_per_sample: 2}
+cases:
+  - {name: ar, collective: all_reduce, sizes: [4MiB, 6MiB], dtypes: [float32, int32], placement: both}
+  - {name: ag, collective: all_gather, sizes: [8MiB], dtypes: [float32, bfloat16], placement: both}
+  - {name: rs, collective: reduce_scatter, sizes: [8MiB], dtypes: [float32], placement: both}
+  - {name: bc, collective: broadcast, sizes: [4MiB], dtypes: [float32], placement: both, root: 0}
+  - {name: a2a, collective: all_to_all, sizes: [8MiB], dtypes: [float32]}
+)";
+  auto results_of = [&](const std::string& out, const Outcome& o) {
+    auto store = Store::Open(out + "/ringmaster.db");
+    EXPECT_TRUE(store.ok());
+    auto rows = (*store)->Results(JobId(o), -1, 0);
+    EXPECT_TRUE(rows.ok());
+    return rows.ok() ? *rows : std::vector<v1::Result>{};
+  };
+  const std::string bad_out = (dir_ / "bad").string();
+  Outcome bad = RunRingmaster({"run", plan, "--np", "2", "--backend", "host",
+                               "--out", bad_out, "--quiet"},
+                              {{"RINGMASTER_FAULT", "corrupt:rank=1"}});
+  const std::string good_out = (dir_ / "good").string();
+  Outcome good = RunRingmaster({"run", plan, "--np", "2", "--backend", "host",
+                                "--out", good_out, "--quiet"});
+  int cases = 0, caught = 0, false_pos = 0, clean = 0;
+  int64_t min_elements = INT64_MAX;
+  for (const v1::Result& r : results_of(bad_out, bad)) {
+    ++cases;
+    min_elements = std::min(min_elements, r.case_().count());
+    caught += r.status() == v1::FAILED &&
+              r.failure().reason() == v1::DATA_MISMATCH &&
+              r.failure().rank() == 1 && r.wrong_elements() == 1 &&
+              r.busbw_gbps() == 0;
+  }
+  for (const v1::Result& r : results_of(good_out, good)) {
+    ++clean;
+    false_pos += r.status() != v1::OK;
+  }
+  const bool pass = cases > 0 && caught == cases && clean == cases &&
+                    false_pos == 0 && min_elements >= (1 << 20);
+  std::cout << "FIGURE R8 "
+            << absl::StrFormat(
+                   "one element flipped on rank 1 in %d collective results of "
+                   ">= %d elements: caught %d (%.0f%%), each exactly 1 wrong "
+                   "element; without the fault %d results, %d false positives",
+                   cases, min_elements, caught,
+                   cases > 0 ? 100.0 * caught / cases : 0.0, clean, false_pos)
+            << " => " << (pass ? "PASS" : "FAIL") << std::endl;
+  EXPECT_GT(cases, 10) << bad.err;
+  EXPECT_EQ(caught, cases);
+  EXPECT_EQ(clean, cases) << good.err;
+  EXPECT_EQ(false_pos, 0);
+  EXPECT_GE(min_elements, 1 << 20);
 }
 
 }  // namespace

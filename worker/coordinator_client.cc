@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
 #include "worker/channel.h"
 
@@ -55,6 +56,7 @@ class GrpcCoordinatorClient : public CoordinatorClient {
     const absl::Time give_up = absl::Now() + wait;
     absl::Duration poll = absl::Milliseconds(20);
     int waiting_for = -1;
+    std::string missing;
     while (true) {
       grpc::ClientContext ctx;
       Prepare(&ctx);
@@ -62,14 +64,20 @@ class GrpcCoordinatorClient : public CoordinatorClient {
       grpc::Status s = stub_->Rendezvous(&ctx, request, &response);
       if (s.ok() && response.ready()) return response;
       if (!s.ok() && !Transient(s)) return FromGrpc(s, "Rendezvous");
-      if (s.ok()) waiting_for = response.waiting_for();
-      if (absl::Now() + poll > give_up) {
-        if (!s.ok()) return FromGrpc(s, "Rendezvous");
-        return absl::DeadlineExceededError(
-            absl::StrFormat("rendezvous: %d rank(s) had not started after %s",
-                            waiting_for, absl::FormatDuration(wait)));
+      if (s.ok()) {
+        waiting_for = response.waiting_for();
+        missing = absl::StrJoin(response.missing(), ", ");
+        if (response.missing_size() < waiting_for) missing += ", ...";
       }
-      absl::SleepFor(poll);
+      const absl::Time now = absl::Now();
+      if (now >= give_up) {
+        if (!s.ok()) return FromGrpc(s, "Rendezvous");
+        return absl::DeadlineExceededError(absl::StrFormat(
+            "rendezvous: %d rank(s) had not started after %s (rank %s)",
+            waiting_for, absl::FormatDuration(wait), missing));
+      }
+      // The last poll lands on the deadline, not before it.
+      absl::SleepFor(std::min(poll, give_up - now));
       poll = std::min(poll * 2, absl::Milliseconds(500));
     }
   }

@@ -328,8 +328,19 @@ int Run(const RunArgs& args, int argc, char** argv) {
 #endif
     auto met = Bootstrap(*client, spec);
     if (!met.ok()) {
-      return fail(kExitCoordinator, "coordinator bootstrap: " +
-                                        std::string(met.status().message()));
+      const std::string message =
+          "coordinator bootstrap: " + std::string(met.status().message());
+      if (absl::IsDeadlineExceeded(met.status())) {
+        // Ranks that never joined: unreachable workers, not this rank's
+        // backend failing.
+        v1::Failure f;
+        f.set_reason(v1::WORKER_UNREACHABLE);
+        f.set_rank(-1);
+        f.set_detail(message);
+        send_final(&f);
+        report_failure = nullptr;
+      }
+      return fail(kExitCoordinator, message);
     }
     world = std::move(met->comm);
     local_rank = met->local_rank;
