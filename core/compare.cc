@@ -167,10 +167,7 @@ std::string CompareKey(const v1::Result& r) {
         CollectiveName(c.collective()), DataTypeName(c.dtype()),
         IsReduction(c.collective()) ? ReduceOpName(c.op()) : "-",
         FormatBytes(c.size_bytes()), c.in_place() ? "in-place" : "out",
-        r.nranks(),
-        r.timing_mode() == v1::PER_OP
-            ? "per-op"
-            : (r.timing_mode() == v1::GRAPH ? "graph" : "pipelined"));
+        r.nranks(), TimingModeName(r.timing_mode()));
     if (c.collective() == v1::BROADCAST || c.collective() == v1::REDUCE)
       absl::StrAppendFormat(&key, ", root %d", c.root());
   } else {

@@ -88,6 +88,18 @@ struct Figure {
   std::string table;
 };
 
+// A figure of a plot: its SVG and how many series it will draw.
+std::string Draw(const LinePlot& p) { return RenderLinePlot(p); }
+std::string Draw(const BarPlot& p) { return RenderBarPlot(p); }
+std::string Draw(const Heatmap& p) { return RenderHeatmap(p); }
+template <typename Plot>
+Figure FigureOf(const Plot& plot) {
+  Figure f;
+  f.svg = Draw(plot);
+  f.expected = SeriesDrawn(plot);
+  return f;
+}
+
 std::string RenderFigure(const Figure& f) {
   return absl::StrFormat(
       "<figure class=\"plot\" data-expected-series=\"%d\">\n%s<figcaption>%s"
@@ -180,10 +192,6 @@ std::string SeriesLabel(const v1::Result& r,
   return absl::StrJoin(parts, " ");
 }
 
-std::string ModeText(v1::TimingMode m) {
-  return m == v1::PER_OP ? "per-op" : (m == v1::GRAPH ? "graph" : "pipelined");
-}
-
 void Collectives(const std::vector<v1::Result>& results,
                  const HtmlReportOptions& o, std::vector<Figure>* figures) {
   struct Group {
@@ -199,9 +207,9 @@ void Collectives(const std::vector<v1::Result>& results,
     if (c.bench() != v1::BENCH_COLLECTIVE || r.status() != v1::OK ||
         r.busbw_gbps() <= 0)
       continue;
-    std::string key = absl::StrFormat("%s, %d ranks, %s timing",
-                                      CollectiveName(c.collective()),
-                                      r.nranks(), ModeText(r.timing_mode()));
+    std::string key = absl::StrFormat(
+        "%s, %d ranks, %s timing", CollectiveName(c.collective()), r.nranks(),
+        TimingModeName(r.timing_mode()));
     auto [it, fresh] = groups.try_emplace(key);
     if (fresh) {
       order.push_back(key);
@@ -278,9 +286,7 @@ void Collectives(const std::vector<v1::Result>& results,
         plot.series.push_back(std::move(s));
       }
     }
-    Figure f;
-    f.svg = RenderLinePlot(plot);
-    f.expected = SeriesDrawn(plot);
+    Figure f = FigureOf(plot);
     f.caption = absl::StrFormat(
         "Bus bandwidth (nccl-tests' definition, docs/metrics.md) against "
         "message size; %d series%s.",
@@ -386,9 +392,7 @@ void NodeBenches(const std::vector<v1::Result>& results,
     }
     std::vector<std::string> header = {"src \\ dst"};
     for (int i = 0; i < n; ++i) header.push_back(std::to_string(i));
-    Figure f;
-    f.svg = RenderHeatmap(map);
-    f.expected = SeriesDrawn(map);
+    Figure f = FigureOf(map);
     f.caption = "Rows: source rank; columns: destination rank (" + map.unit +
                 "). nvbandwidth's semantics (docs/metrics.md).";
     f.table = Table(header, rows);
@@ -446,9 +450,7 @@ void NodeBenches(const std::vector<v1::Result>& results,
                       absl::StrJoin(per_rank, " ")});
     }
     for (const auto& name : names) plot.series.push_back(by_name[name]);
-    Figure f;
-    f.svg = RenderBarPlot(plot);
-    f.expected = SeriesDrawn(plot);
+    Figure f = FigureOf(plot);
     f.caption = title + " (" + unit + ")";
     f.table = Table(
         {"size", "ranks", unit, "path", "% of ceiling", "per rank (GB/s)"},
@@ -521,9 +523,7 @@ void Training(const std::vector<v1::Result>& results,
     }
     ladder.series.push_back(std::move(s));
     bars.series = {compute, exposed, skew, other};
-    Figure f;
-    f.svg = RenderBarPlot(bars);
-    f.expected = SeriesDrawn(bars);
+    Figure f = FigureOf(bars);
     f.caption =
         "Median step split into compute, gradient all-reduce not hidden "
         "behind backward, waiting for the slowest rank, and the rest.";
@@ -533,9 +533,7 @@ void Training(const std::vector<v1::Result>& results,
     figures->push_back(std::move(f));
   }
   if (SeriesDrawn(ladder) > 0) {
-    Figure f;
-    f.svg = RenderLinePlot(ladder);
-    f.expected = SeriesDrawn(ladder);
+    Figure f = FigureOf(ladder);
     f.caption =
         "Weak scaling E = T(1)/T(N) at fixed per-rank batch; strong E = "
         "T(1)/(N T(N)) at fixed global batch.";
@@ -573,9 +571,7 @@ void FindSlow(const std::vector<v1::Result>& results,
            t.a_host() + " - " + t.b_host()});
     }
     plot.series = {bw, ref};
-    Figure fig;
-    fig.svg = RenderBarPlot(plot);
-    fig.expected = SeriesDrawn(plot);
+    Figure fig = FigureOf(plot);
     fig.caption = "Verdict: " + f.verdict();
     fig.table =
         Table({"phase", "a", "b", "GB/s", "vs reference", "hosts"}, rows);
@@ -654,9 +650,7 @@ void Telemetry(const std::vector<v1::Result>& results,
       plot.series.push_back(std::move(series));
     }
     if (plot.series.empty()) continue;
-    Figure f;
-    f.svg = RenderLinePlot(plot);
-    f.expected = SeriesDrawn(plot);
+    Figure f = FigureOf(plot);
     f.caption =
         std::string("Sampled on each rank while cases ran (") + m.unit + ").";
     f.table = Table({"device", "samples", "min", "median", "max"}, rows);

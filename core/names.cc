@@ -209,4 +209,15 @@ std::string CollectiveNames() { return JoinNames(kCollectives); }
 std::string DataTypeNames() { return JoinNames(kDataTypes); }
 std::string ReduceOpNames() { return JoinNames(kReduceOps); }
 
+std::string_view TimingModeName(v1::TimingMode m) {
+  switch (m) {
+    case v1::PER_OP:
+      return "per-op";
+    case v1::GRAPH:
+      return "graph";
+    default:
+      return "pipelined";
+  }
+}
+
 }  // namespace ringmaster

@@ -28,6 +28,10 @@ int64_t DataTypeSize(v1::DataType t);
 
 // "sum", "prod", "min", "max", "avg".
 std::string_view ReduceOpName(v1::ReduceOp op);
+
+// How a result was timed, as reports print it: "pipelined", "per-op",
+// "graph".
+std::string_view TimingModeName(v1::TimingMode m);
 std::optional<v1::ReduceOp> ParseReduceOp(std::string_view name);
 // True for collectives that apply a reduction operator.
 bool IsReduction(v1::Collective c);

@@ -17,17 +17,6 @@ double StrongEfficiencyOf(double t1, double tn, int n) {
   return tn > 0 && n > 0 ? t1 / (n * tn) : 0;
 }
 
-std::string_view ModeName(v1::TimingMode m) {
-  switch (m) {
-    case v1::PER_OP:
-      return "per-op";
-    case v1::GRAPH:
-      return "graph";
-    default:
-      return "pipelined";
-  }
-}
-
 std::string OpText(const v1::Case& c) {
   return IsReduction(c.collective()) ? std::string(ReduceOpName(c.op())) : "-";
 }
@@ -45,7 +34,7 @@ std::string Group(const v1::Result& r) {
   std::string g =
       absl::StrFormat("%s: %s %s %s | %s timing | %d ranks", c.spec_name(),
                       CollectiveName(c.collective()), DataTypeName(c.dtype()),
-                      OpText(c), ModeName(r.timing_mode()), r.nranks());
+                      OpText(c), TimingModeName(r.timing_mode()), r.nranks());
   if (!c.variant().empty()) {
     g += " | variant " + c.variant();
     if (c.ceiling_gbps() > 0)
@@ -350,7 +339,7 @@ void CsvReporter::Report(const v1::Result& r) {
       CsvField(r.job_id()), c.seq(), CsvField(c.spec_name()),
       CollectiveName(c.collective()), DataTypeName(c.dtype()), OpText(c),
       c.size_bytes(), c.count(), c.in_place() ? "in_place" : "out_of_place",
-      r.nranks(), ModeName(r.timing_mode()), CsvField(c.variant()),
+      r.nranks(), TimingModeName(r.timing_mode()), CsvField(c.variant()),
       r.status() == v1::OK ? "ok"
                            : (r.status() == v1::SKIPPED ? "skipped" : "failed"),
       failure, s.median_s() * 1e6, s.min_s() * 1e6, s.p95_s() * 1e6,
@@ -730,7 +719,7 @@ std::string RenderVariantComparison(const std::vector<v1::Result>& results) {
         absl::StrFormat("%s %s %s", CollectiveName(c.collective()),
                         DataTypeName(c.dtype()), OpText(c)),
         c.size_bytes(), c.in_place() ? "in" : "out", nranks,
-        ModeName(c.timing().mode()));
+        TimingModeName(c.timing().mode()));
     for (const auto& v : variants) {
       auto it = cell.find({key, v});
       std::string text = "-";

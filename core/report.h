@@ -27,10 +27,10 @@ struct RunSummary {
   std::string failure;  // one line; empty on success
   int results = 0;
   int failed_results = 0;
-  int skipped_results = 0;    // SKIPPED: not run here, not failures
-  int ok_collectives = 0;     // OK collective results (the busbw average's)
-  double avg_busbw_gbps = 0;  // mean busbw of OK results, as nccl-tests
-  int throttled_results = 0;  // measured while a device slowed its clocks
+  int skipped_results = 0;       // SKIPPED: not run here, not failures
+  int ok_collectives = 0;        // OK collective results (the busbw average's)
+  double avg_busbw_gbps = 0;     // mean busbw of OK results, as nccl-tests
+  int throttled_results = 0;     // measured while a device slowed its clocks
   std::string throttle_example;  // one of them: "seq N: rank R: reasons"
 };
 
