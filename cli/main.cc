@@ -172,9 +172,11 @@ int main(int argc, char** argv) {
                    "none with --html)")
       ->check(CLI::IsMember({"text", "csv", "jsonl"}));
   report
-      ->add_option("--topology", report_opts.topology,
+      ->add_option("--topology", report_opts.topologies,
                    "Overlay the model's predictions on this system "
-                   "(topologies/*.yaml)")
+                   "(topologies/*.yaml; repeatable: NVLink vs PCIe vs "
+                   "InfiniBand vs RoCE side by side)")
+      ->allow_extra_args(false)
       ->check(CLI::ExistingFile);
   report->add_option("--title", report_opts.title, "The report's title")
       ->capture_default_str();

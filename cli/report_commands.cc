@@ -86,11 +86,11 @@ int ReportCommand(const ReportOptions& o) {
   auto results = LoadResults(o.inputs);
   if (!results.ok()) return Fail(std::string(results.status().message()));
   if (results->empty()) return Fail("no results in the given inputs");
-  std::optional<v1::Topology> topology;
-  if (!o.topology.empty()) {
-    auto t = LoadTopology(o.topology);
+  std::vector<v1::Topology> topologies;
+  for (const std::string& path : o.topologies) {
+    auto t = LoadTopology(path);
     if (!t.ok()) return Fail(std::string(t.status().message()));
-    topology = *t;
+    topologies.push_back(*t);
   }
   const std::string format =
       o.format.empty() ? (o.html.empty() ? "text" : "") : o.format;
@@ -101,7 +101,7 @@ int ReportCommand(const ReportOptions& o) {
     h.generated_at = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(),
                                       absl::UTCTimeZone());
     h.sources = o.inputs;
-    h.topology = topology ? &*topology : nullptr;
+    h.topologies = topologies;
     const std::string html = RenderHtmlReport(*results, h);
     // Written beside, then renamed: a reader never sees half a report.
     const std::string tmp = o.html + ".tmp";

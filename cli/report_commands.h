@@ -12,8 +12,8 @@ namespace ringmaster {
 struct ReportOptions {
   std::vector<std::string> inputs;  // JSON Lines files or `--out` folders
   std::string html;                 // write the HTML report here
-  std::string format;    // text, csv or jsonl ("" = text unless --html)
-  std::string topology;  // predicted overlays on this system
+  std::string format;  // text, csv or jsonl ("" = text unless --html)
+  std::vector<std::string> topologies;  // predicted overlays on these systems
   std::string title = "Ringmaster report";
   std::vector<std::string> command_line;
 };

@@ -259,42 +259,44 @@ void Collectives(const std::vector<v1::Result>& results,
         s.points.emplace_back(static_cast<double>(size), bw);
       plot.series.push_back(std::move(s));
     }
-    std::string predicted_name;
-    std::map<int64_t, double> predicted;
-    const int gpus = o.topology != nullptr ? o.topology->node().gpus() : 0;
-    if (gpus > 0 && (g.nranks < gpus || g.nranks % gpus == 0)) {
+    // Predictions: one dashed series per system that fits the rank count.
+    std::vector<std::string> predicted_names;
+    std::vector<std::map<int64_t, double>> predicted;
+    for (const v1::Topology& t : o.topologies) {
+      const int gpus = t.node().gpus();
+      if (gpus <= 0 || !(g.nranks < gpus || g.nranks % gpus == 0)) continue;
       // The ranks as whole nodes of the system, or as part of one.
-      v1::Topology system = *o.topology;
+      v1::Topology system = t;
       if (g.nranks < gpus) system.mutable_node()->set_gpus(g.nranks);
       const int nodes = std::max(1, g.nranks / gpus);
       LineSeries s;
-      s.name =
-          g.nranks < gpus
-              ? absl::StrFormat("predicted (%s, %d of its %d GPUs)",
-                                o.topology->id(), g.nranks, gpus)
-              : absl::StrFormat("predicted (%s, %d node%s)", o.topology->id(),
-                                nodes, nodes == 1 ? "" : "s");
+      s.name = g.nranks < gpus
+                   ? absl::StrFormat("predicted (%s, %d of its %d GPUs)",
+                                     t.id(), g.nranks, gpus)
+                   : absl::StrFormat("predicted (%s, %d node%s)", t.id(), nodes,
+                                     nodes == 1 ? "" : "s");
       s.dashed = true;
+      std::map<int64_t, double> values;
       for (int64_t size : sizes) {
         auto p = PredictCollective(system, nodes, g.collective, size);
         if (!p.ok() || p->busbw_gbps <= 0) continue;
-        predicted[size] = p->busbw_gbps;
+        values[size] = p->busbw_gbps;
         s.points.emplace_back(static_cast<double>(size), p->busbw_gbps);
       }
-      if (!s.points.empty()) {
-        predicted_name = s.name;
-        plot.series.push_back(std::move(s));
-      }
+      if (s.points.empty()) continue;
+      predicted_names.push_back(s.name);
+      predicted.push_back(std::move(values));
+      plot.series.push_back(std::move(s));
     }
     Figure f = FigureOf(plot);
     f.caption = absl::StrFormat(
         "Bus bandwidth (nccl-tests' definition, docs/metrics.md) against "
         "message size; %d series%s.",
         series_order.size(),
-        predicted_name.empty() ? "" : ", the model's prediction dashed");
+        predicted_names.empty() ? "" : ", the model's predictions dashed");
     std::vector<std::string> header = {"size"};
     for (const auto& l : series_order) header.push_back(l + " (GB/s)");
-    if (!predicted_name.empty()) header.push_back(predicted_name + " (GB/s)");
+    for (const auto& l : predicted_names) header.push_back(l + " (GB/s)");
     std::vector<std::vector<std::string>> rows;
     for (int64_t size : sizes) {
       std::vector<std::string> row = {FormatBytes(size)};
@@ -302,8 +304,10 @@ void Collectives(const std::vector<v1::Result>& results,
         auto it = series[l].find(size);
         row.push_back(it == series[l].end() ? "" : Num(it->second));
       }
-      if (!predicted_name.empty())
-        row.push_back(predicted.count(size) ? Num(predicted[size]) : "");
+      for (const auto& values : predicted) {
+        auto it = values.find(size);
+        row.push_back(it == values.end() ? "" : Num(it->second));
+      }
       rows.push_back(std::move(row));
     }
     f.table = Table(header, rows);

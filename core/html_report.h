@@ -18,9 +18,10 @@ struct HtmlReportOptions {
   std::string title = "Ringmaster report";
   std::string generated_at;          // RFC 3339, shown at the top
   std::vector<std::string> sources;  // where the results came from
-  // When set, collectives get the model's prediction on this system as a
-  // dashed series (the ranks spread over nodes of its GPU count).
-  const v1::Topology* topology = nullptr;
+  // Collectives get the model's prediction on each of these systems as a
+  // dashed series (the ranks spread over nodes of its GPU count, or part of
+  // one node): NVLink vs PCIe vs InfiniBand vs RoCE side by side.
+  std::vector<v1::Topology> topologies;
 };
 
 std::string RenderHtmlReport(const std::vector<v1::Result>& results,

@@ -33,7 +33,8 @@ fail() { echo "FAIL: $*"; status=1; }
 "$bin/ringmaster" run "$root/tests/plans/report.yaml" --np 4 --quiet \
   --out "$work/out" > "$work/run.txt"
 "$bin/ringmaster" report "$work/out" --html "$work/report.html" \
-  --topology "$root/topologies/hgx-h200-8.yaml"
+  --topology "$root/topologies/hgx-h200-8.yaml" \
+  --topology "$root/topologies/h100-pcie-8.yaml"
 
 # Text, CSV and JSON Lines views of the same results.
 "$bin/ringmaster" report "$work/out" --format jsonl > "$work/all.jsonl"
@@ -83,7 +84,8 @@ echo "report: $figures figures, the page checked $plots, $ok drew every series;"
 [ "$errors" -eq 0 ] || fail "the page recorded script errors"
 [ "$console" -eq 0 ] || fail "Chromium logged $console console message(s)"
 for kind in "class=\"plot line\"" "class=\"plot heatmap\"" "class=\"plot bar\"" \
-    "predicted (" "scaling efficiency" "step breakdown" "telemetry: " \
+    "predicted (hgx-h200-8" "predicted (h100-pcie-8" "scaling efficiency" \
+    "step breakdown" "telemetry: " \
     "pair tests over"; do
   grep -q "$kind" "$work/report.html" || fail "no $kind in the report"
 done
