@@ -508,9 +508,18 @@ TEST(R3_hung_rank, NamedRankHungWithinOpTimeoutAndEverythingReaped) {
   v1::Job fs2 =
       testing::WaitTerminal(*stub, admin, s.job().job_id(), absl::Seconds(60));
   const double stop_detect_s = absl::ToDoubleSeconds(absl::Now() - stopped_at);
-  absl::SleepFor(absl::Milliseconds(300));
-  const int left_stop =
-      Alive(stopped_pid) + ProcessesMentioning(s.job().job_id());
+  // The verdict is visible at once; the processes are ended in the
+  // background (SIGTERM, then SIGKILL after the grace period: a stopped
+  // process only answers the latter). Wait for that, within a bound.
+  const absl::Time stop_reap_start = absl::Now();
+  int left_stop = 1;
+  while (absl::Now() - stop_reap_start < absl::Seconds(5)) {
+    left_stop = Alive(stopped_pid) + ProcessesMentioning(s.job().job_id());
+    if (left_stop == 0) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  const double stop_reap_s =
+      absl::ToDoubleSeconds(absl::Now() - stop_reap_start);
   // With heartbeats stopped the lease (5 s here) or the op timeout (60 s
   // default) fires first; the bar is the lease + 2 s.
   const bool pass =
@@ -522,11 +531,12 @@ TEST(R3_hung_rank, NamedRankHungWithinOpTimeoutAndEverythingReaped) {
          absl::StrFormat(
              "hang hook: reason=%s rank=%d stall_to_failed_s=%.2f "
              "(op_timeout %.0f s, bar %.0f s) reap_s=%.2f left=%d; sigstop: "
-             "reason=%s rank=%d stop_to_failed_s=%.2f (lease 5 s) left=%d",
+             "reason=%s rank=%d stop_to_failed_s=%.2f (lease 5 s) "
+             "reap_s=%.2f left=%d",
              v1::FailureReason_Name(f.failure().reason()), f.failure().rank(),
              detect_s, kOpTimeout, kOpTimeout + 2, reap_s, left,
              v1::FailureReason_Name(fs2.failure().reason()),
-             fs2.failure().rank(), stop_detect_s, left_stop),
+             fs2.failure().rank(), stop_detect_s, stop_reap_s, left_stop),
          pass);
   EXPECT_EQ(f.failure().reason(), v1::RANK_HUNG) << f.failure().detail();
   EXPECT_EQ(f.failure().rank(), 1);
