@@ -71,13 +71,7 @@ void WriteView(const std::vector<v1::Result>& results,
   }
   std::set<std::string> variants;
   for (const auto& r : results) variants.insert(r.case_().variant());
-  if (variants.size() > 1)
-    std::cout << "\n" << RenderVariantComparison(results);
-  for (const std::string& part :
-       {RenderBenchMatrices(results), RenderNodeSummary(results),
-        RenderTrainScaling(results)}) {
-    if (!part.empty()) std::cout << "\n" << part;
-  }
+  std::cout << RenderSummaries(results, variants.size() > 1);
 }
 
 }  // namespace

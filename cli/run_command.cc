@@ -515,18 +515,7 @@ int RunCommand(const RunOptions& options,
     all.insert(all.end(), outcome.results.begin(), outcome.results.end());
   }
   (*server)->Shutdown();
-  if (variants.size() > 1) {
-    std::cout << "\n" << RenderVariantComparison(all);
-  }
-  if (std::string matrices = RenderBenchMatrices(all); !matrices.empty()) {
-    std::cout << "\n" << matrices;
-  }
-  if (std::string nodes = RenderNodeSummary(all); !nodes.empty()) {
-    std::cout << "\n" << nodes;
-  }
-  if (std::string scaling = RenderTrainScaling(all); !scaling.empty()) {
-    std::cout << "\n" << scaling;
-  }
+  std::cout << RenderSummaries(all, variants.size() > 1);
   if (internal) return kExitInternal;
   return failed ? kExitJobFailed : kExitOk;
 }

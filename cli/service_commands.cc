@@ -483,13 +483,7 @@ int ResultsCommand(const ClientOptions& o, const std::string& job_id,
   summary.succeeded = job.job().state() == v1::JOB_SUCCEEDED;
   summary.failure = FailureLine(job.job());
   reporter->End(summary);
-  if (format == "table") {
-    for (const std::string& part :
-         {RenderBenchMatrices(all), RenderNodeSummary(all),
-          RenderTrainScaling(all)}) {
-      if (!part.empty()) std::cout << "\n" << part;
-    }
-  }
+  if (format == "table") std::cout << RenderSummaries(all, false);
   return kExitOk;
 }
 

@@ -9,18 +9,14 @@
 #include "absl/strings/str_format.h"
 #include "core/names.h"
 #include "core/report.h"
+#include "core/stats.h"
 #include "core/units.h"
 
 namespace ringmaster {
 namespace {
 
 double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  const size_t n = v.size();
-  std::nth_element(v.begin(), v.begin() + n / 2, v.end());
-  const double hi = v[n / 2];
-  if (n % 2) return hi;
-  return (*std::max_element(v.begin(), v.begin() + n / 2) + hi) / 2;
+  return v.empty() ? 0 : Quantile(std::move(v), 0.5);
 }
 
 struct Side {
@@ -33,13 +29,19 @@ struct Side {
   std::map<std::string, std::vector<double>> runs;
 };
 
-// The median of each run's timings, in log space.
-std::vector<double> LogRunMedians(const Side& s) {
-  std::vector<double> out;
+// The log of each run's median timing, by run.
+std::map<std::string, double> LogRunMedians(const Side& s) {
+  std::map<std::string, double> out;
   for (const auto& [id, v] : s.runs) {
     const double m = Median(v);
-    if (m > 0) out.push_back(std::log(m));
+    if (m > 0) out[id] = std::log(m);
   }
+  return out;
+}
+
+std::vector<double> Values(const std::map<std::string, double>& m) {
+  std::vector<double> out;
+  for (const auto& [id, v] : m) out.push_back(v);
   return out;
 }
 
@@ -264,7 +266,7 @@ std::vector<MetricComparison> CompareResults(
   std::map<std::string, double> run_sd;
   std::vector<double> sds;
   for (const auto& [key, side] : a) {
-    const auto logs = LogRunMedians(side);
+    const auto logs = Values(LogRunMedians(side));
     if (logs.size() >= 3) {
       run_sd[key] = StdDev(logs);
       sds.push_back(run_sd[key]);
@@ -316,12 +318,10 @@ std::vector<MetricComparison> CompareResults(
     m.p_value = MannWhitneyP(xa, xb);
     m.base_runs = static_cast<int>(sa.runs.size());
     m.new_runs = static_cast<int>(sb.runs.size());
-    for (const auto& [id, v] : sa.runs)
-      if (Median(v) > 0) m.base_run_logs[id] = std::log(Median(v));
-    for (const auto& [id, v] : sb.runs)
-      if (Median(v) > 0) m.new_run_logs[id] = std::log(Median(v));
-    const auto base_logs = LogRunMedians(sa);
-    const auto new_logs = LogRunMedians(sb);
+    m.base_run_logs = LogRunMedians(sa);
+    m.new_run_logs = LogRunMedians(sb);
+    const auto base_logs = Values(m.base_run_logs);
+    const auto new_logs = Values(m.new_run_logs);
     if (base_logs.size() >= 3 && !new_logs.empty()) {
       // Run level: the new runs' mean log median against the base runs'.
       const double sd = std::max(run_sd[key], pooled_sd);

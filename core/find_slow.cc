@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/stats.h"
 
 namespace ringmaster {
 
@@ -35,11 +36,7 @@ std::optional<SlowMemberSearch::Test> SlowMemberSearch::Next() {
     if (phase_ == 0) {
       std::vector<double> bw;
       for (const auto& t : figures_.tests()) bw.push_back(t.gbps());
-      std::vector<double> sorted = bw;
-      std::sort(sorted.begin(), sorted.end());
-      const size_t k = sorted.size();
-      const double ref =
-          k % 2 ? sorted[k / 2] : (sorted[k / 2 - 1] + sorted[k / 2]) / 2;
+      const double ref = Quantile(bw, 0.5);
       figures_.set_reference_gbps(ref);
       for (size_t i = 0; i < queue_.size(); ++i) {
         if (bw[i] < ratio_ * ref) {
@@ -101,7 +98,6 @@ std::optional<SlowMemberSearch::Test> SlowMemberSearch::Next() {
       continue;
     }
     // phase 2: confirmations
-    const double ref = figures_.reference_gbps();
     std::vector<std::string> named;
     for (size_t i = 0; i < queue_.size(); ++i) {
       const bool confirmed = results_[i] < Midpoint(i);

@@ -742,6 +742,18 @@ std::string RenderVariantComparison(const std::vector<v1::Result>& results) {
   return out;
 }
 
+std::string RenderSummaries(const std::vector<v1::Result>& results,
+                            bool variants) {
+  std::string out;
+  if (variants) out += "\n" + RenderVariantComparison(results);
+  for (const std::string& part :
+       {RenderBenchMatrices(results), RenderNodeSummary(results),
+        RenderTrainScaling(results)}) {
+    if (!part.empty()) out += "\n" + part;
+  }
+  return out;
+}
+
 RunSummary Summarize(const std::vector<v1::Result>& results) {
   RunSummary s;
   double sum = 0;

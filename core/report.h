@@ -134,6 +134,12 @@ std::string RenderNodeSummary(const std::vector<v1::Result>& results,
 // "p2p ce write uni pairs" or "gemm bfloat16 8192x8192x8192".
 std::string BenchLabel(const v1::Case& c);
 
+// What follows the per-result tables: with `variants`, the variant
+// comparison; then the node benchmark matrices, per-node summaries and
+// training scaling tables that apply, each after a blank line.
+std::string RenderSummaries(const std::vector<v1::Result>& results,
+                            bool variants);
+
 // Mean busbw of OK collective results and counts, for RunSummary.
 RunSummary Summarize(const std::vector<v1::Result>& results);
 
