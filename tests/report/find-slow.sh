@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The bad-node finder (issue 9, done-when 3): 8 host ranks, one of them
-# slowed 3x by the fault hook (RINGMASTER_FAULT slow:rank=R:factor=3), in
+# slowed 4x by the fault hook (RINGMASTER_FAULT slow:rank=R:factor=4), in
 # turn at every position. Each run must name exactly that rank, confirmed,
 # using at most 7 pair tests plus the confirmation, and fail the job
 # (below_floor); a run without a slow rank must name nobody and succeed.
@@ -28,7 +28,7 @@ PY
 named=0
 for rank in 0 1 2 3 4 5 6 7; do
   code=0
-  RINGMASTER_FAULT="slow:rank=$rank:factor=3" "$bin/ringmaster" run \
+  RINGMASTER_FAULT="slow:rank=$rank:factor=4" "$bin/ringmaster" run \
     "$root/tests/plans/find-slow.yaml" --np 8 --quiet --out "$work/r$rank" \
     > /dev/null 2>&1 || code=$?
   read -r slow confirmed runs tests result < <(figures "$work/r$rank")
