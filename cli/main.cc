@@ -225,6 +225,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve->add_option("--data", so.data_dir, "Data folder (store, token, logs)")
       ->capture_default_str();
+  serve->add_option("--results-root", so.results_root,
+                    "Where jobs submitted with --output are exported "
+                    "(default: DATA/results); nothing is written outside it");
   serve
       ->add_option("--users", serve_opts.users_file,
                    "Users file: one \"NAME TOKEN\" per line (role user)")
@@ -333,6 +336,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve->add_flag("--allow-fault-injection", so.allow_fault_injection,
                   "Accept RINGMASTER_FAULT in submitted env (tests only)");
+  serve->add_option("--worker-rlimit", serve_opts.worker_rlimits,
+                    "NAME=VALUE limit on the launcher and its local ranks, "
+                    "e.g. as=16GiB, nofile=4096, cpu=3600, core=0 "
+                    "(repeatable; 'as' breaks CUDA ranks)");
 
   ringmaster::ClientOptions client_opts;
   if (const char* addr = std::getenv("RINGMASTER_COORDINATOR"))
@@ -376,6 +383,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   submit->add_option("--env", submit_opts.env,
                      "NAME=value for the ranks (NCCL_* only; repeatable)");
+  submit->add_option("--output", submit_opts.output,
+                     "Export the finished job to OUTPUT/JOB_ID/ under the "
+                     "coordinator's results root (e.g. nightly/h200)");
   add_client_options(submit);
   std::string job_arg;
   int list_limit = 20;

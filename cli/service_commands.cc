@@ -166,6 +166,14 @@ std::string FailureLine(const v1::Job& j) {
 }  // namespace
 
 int ServeCommand(ServeOptions o) {
+  for (const std::string& text : o.worker_rlimits) {
+    auto limit = ParseResourceLimit(text);
+    if (!limit.ok()) {
+      Error(std::string(limit.status().message()));
+      return kExitUsage;
+    }
+    o.service.worker_rlimits.push_back(*limit);
+  }
   if (!o.users_file.empty()) {
     auto users = LoadUsersFile(o.users_file);
     if (!users.ok()) {
@@ -237,6 +245,7 @@ int SubmitCommand(const ClientOptions& o, const SubmitOptions& s) {
   req.set_backend(s.backend);
   req.set_timeout_s(s.timeout_s);
   req.set_op_timeout_s(s.op_timeout_s);
+  req.set_output(s.output);
   std::string request_id = s.request_id;
   if (request_id.empty()) {
     std::random_device rd;

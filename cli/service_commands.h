@@ -22,6 +22,7 @@ struct ServeOptions {
   ServiceOptions service;
   std::string users_file;
   std::string tls_cert_file, tls_key_file, tls_client_ca_file;
+  std::vector<std::string> worker_rlimits;  // NAME=VALUE
 };
 int ServeCommand(ServeOptions options);
 
@@ -42,6 +43,7 @@ struct SubmitOptions {
   double timeout_s = 0;
   double op_timeout_s = 0;
   std::vector<std::string> env;  // NAME=value
+  std::string output;            // relative to the results root
 };
 int SubmitCommand(const ClientOptions& client, const SubmitOptions& submit);
 int StatusCommand(const ClientOptions& client, const std::string& job_id,

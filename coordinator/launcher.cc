@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,10 +18,57 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "core/units.h"
 
 extern char** environ;
 
 namespace ringmaster {
+
+absl::StatusOr<ResourceLimit> ParseResourceLimit(std::string_view text) {
+  struct Known {
+    const char* name;
+    int resource;
+    bool bytes;
+  };
+  static constexpr Known kKnown[] = {
+      {"as", RLIMIT_AS, true},          {"data", RLIMIT_DATA, true},
+      {"rss", RLIMIT_RSS, true},        {"memlock", RLIMIT_MEMLOCK, true},
+      {"fsize", RLIMIT_FSIZE, true},    {"stack", RLIMIT_STACK, true},
+      {"core", RLIMIT_CORE, true},      {"cpu", RLIMIT_CPU, false},
+      {"nofile", RLIMIT_NOFILE, false}, {"nproc", RLIMIT_NPROC, false},
+  };
+  const size_t eq = text.find('=');
+  const std::string name(text.substr(0, eq));
+  const Known* known = nullptr;
+  for (const Known& k : kKnown)
+    if (name == k.name) known = &k;
+  if (eq == std::string_view::npos || !known) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "worker rlimit '%s': expected NAME=VALUE with NAME one of as, data, "
+        "rss, memlock, fsize, stack, core, cpu, nofile, nproc",
+        std::string(text)));
+  }
+  const std::string value(text.substr(eq + 1));
+  ResourceLimit limit{name, known->resource, 0};
+  if (value == "unlimited") {
+    limit.value = RLIM_INFINITY;
+    return limit;
+  }
+  int64_t v = -1;
+  if (known->bytes) {
+    auto bytes = ParseSizeBytes(value);
+    if (bytes.ok()) v = *bytes;
+  } else if (!absl::SimpleAtoi(value, &v)) {
+    v = -1;
+  }
+  if (v < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "worker rlimit %s: '%s' is not a %s", name, value,
+        known->bytes ? "size (e.g. 4GiB)" : "non-negative integer"));
+  }
+  limit.value = static_cast<uint64_t>(v);
+  return limit;
+}
 
 std::vector<std::string> BuildMpirunArgv(const MpirunOptions& o) {
   std::vector<std::string> argv = {o.mpirun};
@@ -142,9 +190,95 @@ void ReadLines(int fd, bool is_stderr, ChildProcess::LineCallback cb) {
 
 }  // namespace
 
+namespace {
+
+// argv[0] as execve wants it: itself when it has a '/', else the first
+// executable of that name in our PATH (as posix_spawnp looks it up).
+// Looked up before fork: the child may only make async-signal-safe calls.
+std::string ResolveProgram(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  std::string path_var = "/usr/local/bin:/usr/bin:/bin";
+  if (const char* p = getenv("PATH")) path_var = p;
+  size_t start = 0;
+  while (start <= path_var.size()) {
+    size_t end = path_var.find(':', start);
+    if (end == std::string::npos) end = path_var.size();
+    std::string dir = path_var.substr(start, end - start);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
+// fork + setrlimit + execve (posix_spawn cannot set limits). Between fork
+// and execve only async-signal-safe calls. Returns the pid, or -errno.
+pid_t ForkWithLimits(const std::string& path, char* const* argv,
+                     char* const* envp, int out_fd, int err_fd,
+                     const std::vector<ResourceLimit>& limits) {
+  std::vector<rlimit> values;
+  for (const auto& l : limits) {
+    rlimit current{};
+    getrlimit(l.resource, &current);
+    // Never above the coordinator's own hard limit (setrlimit would fail
+    // for a non-root coordinator).
+    rlim_t v = static_cast<rlim_t>(l.value);
+    if (current.rlim_max != RLIM_INFINITY &&
+        (v == RLIM_INFINITY || v > current.rlim_max))
+      v = current.rlim_max;
+    values.push_back({v, v});
+  }
+  pid_t pid = fork();
+  if (pid < 0) return -errno;
+  if (pid == 0) {
+    setsid();
+    dup2(out_fd, STDOUT_FILENO);
+    dup2(err_fd, STDERR_FILENO);
+    int null_fd = open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+    for (size_t i = 0; i < limits.size(); ++i) {
+      if (setrlimit(limits[i].resource, &values[i]) != 0) {
+        static const char kMsg[] = "ringmaster: setrlimit failed\n";
+        (void)!write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+        _exit(127);
+      }
+    }
+    execve(path.c_str(), argv, envp);
+    static const char kMsg[] = "ringmaster: execve failed\n";
+    (void)!write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+    _exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
+namespace {
+
+// posix_spawnp in a new session, stdin from /dev/null. Returns 0 or errno.
+int SpawnPlain(char* const* argv, char* const* envp, int out_fd, int err_fd,
+               pid_t* pid) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, err_fd, STDERR_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
+                                   O_RDONLY, 0);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+  int rc = posix_spawnp(pid, argv[0], &actions, &attr, argv, envp);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  return rc;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
     const std::vector<std::string>& argv, LineCallback on_line,
-    const std::vector<std::string>* env) {
+    const std::vector<std::string>* env,
+    const std::vector<ResourceLimit>* limits) {
   if (argv.empty()) return absl::InvalidArgumentError("empty command");
   std::vector<char*> cenv;
   if (env) {
@@ -158,23 +292,23 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
     close(out[1]);
     return absl::InternalError("pipe failed");
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
-                                   O_RDONLY, 0);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
+  char* const* envp = env ? cenv.data() : environ;
   pid_t pid = -1;
-  int rc = posix_spawnp(&pid, cargv[0], &actions, &attr, cargv.data(),
-                        env ? cenv.data() : environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  int rc = 0;
+  if (limits && !limits->empty()) {
+    const std::string path = ResolveProgram(argv[0]);
+    if (path.empty()) {
+      rc = ENOENT;
+    } else {
+      pid = ForkWithLimits(path, cargv.data(), envp, out[1], err[1], *limits);
+      if (pid < 0) rc = -pid;
+    }
+  } else {
+    rc = SpawnPlain(cargv.data(), envp, out[1], err[1], &pid);
+  }
   close(out[1]);
   close(err[1]);
   if (rc != 0) {
@@ -260,7 +394,7 @@ ChildProcess::~ChildProcess() {
 
 absl::StatusOr<CommandResult> RunAndCapture(
     const std::vector<std::string>& argv, const std::vector<std::string>* env,
-    absl::Duration timeout) {
+    absl::Duration timeout, const std::vector<ResourceLimit>* limits) {
   CommandResult r;
   std::mutex mu;
   auto child = ChildProcess::Spawn(
@@ -269,7 +403,7 @@ absl::StatusOr<CommandResult> RunAndCapture(
         std::lock_guard<std::mutex> lock(mu);
         (is_err ? r.err : r.out).append(line.data(), line.size()).append("\n");
       },
-      env);
+      env, limits);
   if (!child.ok()) return child.status();
   absl::Time give_up = absl::Now() + timeout;
   std::optional<int> status;

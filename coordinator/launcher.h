@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -21,6 +22,19 @@
 #include "absl/time/time.h"
 
 namespace ringmaster {
+
+// A resource limit for launched processes: setrlimit(2)'s resource, set as
+// both the soft and the hard limit (so a rank cannot raise it again).
+struct ResourceLimit {
+  std::string name;  // as prlimit(1) names it: as, cpu, nofile, ...
+  int resource = 0;  // RLIMIT_*
+  uint64_t value = 0;
+};
+
+// Parses NAME=VALUE: as, data, rss, memlock, fsize, stack (bytes, with
+// units: 4GiB, 512MiB), cpu (seconds), nofile, nproc, core (counts or
+// bytes). "unlimited" is accepted. Errors name the part that is wrong.
+absl::StatusOr<ResourceLimit> ParseResourceLimit(std::string_view text);
 
 struct MpirunOptions {
   std::string mpirun = "mpirun";
@@ -54,7 +68,7 @@ struct CommandResult {
 };
 absl::StatusOr<CommandResult> RunAndCapture(
     const std::vector<std::string>& argv, const std::vector<std::string>* env,
-    absl::Duration timeout);
+    absl::Duration timeout, const std::vector<ResourceLimit>* limits = nullptr);
 
 // A rank failure as mpirun reports it.
 struct RankFailure {
@@ -86,10 +100,12 @@ class ChildProcess {
       std::function<void(std::string_view line, bool is_stderr)>;
   // Starts argv[0] (looked up in PATH). `on_line` runs on reader threads
   // and must be thread-safe. `env` (NAME=value strings) replaces the
-  // environment when given.
+  // environment when given; `limits` are set in the child before it execs
+  // (inherited by everything it starts on this host).
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(
       const std::vector<std::string>& argv, LineCallback on_line,
-      const std::vector<std::string>* env = nullptr);
+      const std::vector<std::string>* env = nullptr,
+      const std::vector<ResourceLimit>* limits = nullptr);
   ~ChildProcess();  // kills the session if still running, joins readers
 
   pid_t pid() const { return pid_; }

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -13,6 +14,7 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::Not;
 
 TEST(BuildMpirunArgv, ArgvNotShell) {
@@ -107,6 +109,54 @@ TEST(ChildProcess, TerminateSessionReapsGrandchildren) {
   EXPECT_GE(killed, 1);
   EXPECT_TRUE(ProcessesInSession(sid).empty());
   EXPECT_TRUE((*child)->Poll().has_value());
+}
+
+TEST(ResourceLimits, Parse) {
+  auto as = ParseResourceLimit("as=4GiB");
+  ASSERT_TRUE(as.ok()) << as.status();
+  EXPECT_EQ(as->resource, RLIMIT_AS);
+  EXPECT_EQ(as->value, 4ull << 30);
+  auto nofile = ParseResourceLimit("nofile=256");
+  ASSERT_TRUE(nofile.ok());
+  EXPECT_EQ(nofile->value, 256u);
+  EXPECT_EQ(ParseResourceLimit("cpu=unlimited")->value, RLIM_INFINITY);
+  EXPECT_THAT(ParseResourceLimit("heap=1").status().message(),
+              HasSubstr("NAME one of"));
+  EXPECT_THAT(ParseResourceLimit("cpu=lots").status().message(),
+              HasSubstr("non-negative integer"));
+  EXPECT_THAT(ParseResourceLimit("as=-1").status().message(),
+              HasSubstr("size"));
+}
+
+// The limits reach the child (and what it starts), not the parent.
+TEST(ChildProcess, SetsResourceLimitsInTheChildOnly) {
+  rlimit before{};
+  getrlimit(RLIMIT_NOFILE, &before);
+  std::vector<ResourceLimit> limits = {*ParseResourceLimit("nofile=123"),
+                                       *ParseResourceLimit("core=0")};
+  std::vector<std::string> out;
+  std::mutex mu;
+  auto child = ChildProcess::Spawn(
+      {"sh", "-c", "ulimit -n; ulimit -c; sh -c 'ulimit -Hn'"},
+      [&](std::string_view line, bool is_err) {
+        std::lock_guard<std::mutex> lock(mu);
+        out.emplace_back(line);
+      },
+      nullptr, &limits);
+  ASSERT_TRUE(child.ok()) << child.status();
+  std::optional<int> status;
+  for (int i = 0; i < 500 && !(status = (*child)->Poll()); ++i)
+    absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_TRUE(status.has_value());
+  (*child)->JoinReaders();
+  EXPECT_THAT(out, ElementsAre("123", "0", "123"));
+  rlimit after{};
+  getrlimit(RLIMIT_NOFILE, &after);
+  EXPECT_EQ(after.rlim_cur, before.rlim_cur);
+  auto missing = ChildProcess::Spawn(
+      {"no-such-program-here"}, [](std::string_view, bool) {}, nullptr,
+      &limits);
+  EXPECT_FALSE(missing.ok());
 }
 
 TEST(ChildProcess, MissingProgram) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "coordinator/supervisor.h"
 #include "core/plan.h"
+#include "core/safe_path.h"
 #include "core/sweep.h"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
 
@@ -451,6 +452,11 @@ absl::StatusOr<v1::Job> JobFromSubmit(const v1::SubmitPlanRequest& req) {
   job.set_deadline_s(deadline);
   job.set_op_timeout_s(req.op_timeout_s());
   for (const auto& [k, v] : req.env()) (*job.mutable_env())[k] = v;
+  if (!req.output().empty()) {
+    auto output = NormalizeOutputName(req.output());
+    if (!output.ok()) return output.status();
+    job.set_output(*output);
+  }
   return job;
 }
 

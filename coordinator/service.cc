@@ -1,6 +1,7 @@
 #include "coordinator/service.h"
 
 #include <fcntl.h>
+#include <google/protobuf/util/json_util.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,7 +16,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/html_report.h"
 #include "core/placement.h"
+#include "core/report.h"
+#include "core/safe_path.h"
 #include "spdlog/spdlog.h"
 
 extern char** environ;
@@ -385,6 +389,7 @@ void CoordinatorService::LaunchQueued() {
           (dir / absl::StrFormat("attempt-%d.sbatch", job->attempt())).string();
       launch.env = LaunchEnv(*job);
       launch.poll_interval_s = options_.slurm_poll_s;
+      launch.rlimits = options_.worker_rlimits;
       auto launched =
           JobSupervisor::LaunchSlurm(manager_.get(), id, launch, limits);
       if (launched.ok()) sup = std::move(*launched);
@@ -398,6 +403,7 @@ void CoordinatorService::LaunchQueued() {
       launch.address = options_.worker_address;
       launch.backend = job->backend().empty() ? "auto" : job->backend();
       launch.env = LaunchEnv(*job);
+      launch.rlimits = options_.worker_rlimits;
       launch.log_path =
           (dir / absl::StrFormat("attempt-%d.log", job->attempt())).string();
       auto launched =
@@ -412,12 +418,58 @@ void CoordinatorService::LaunchQueued() {
       f.set_detail("launch failed: " + std::string(launch_error.message()));
       manager_->Finish(id, v1::JOB_FAILED, f);
       spdlog::error("job {}: {}", id, f.detail());
+      ExportJob(id);
       continue;
     }
     spdlog::info("job {} attempt {} launched ({})", id, job->attempt(),
                  options_.launcher);
     std::lock_guard<std::mutex> lock(mu_);
     running_[id] = std::move(sup);
+  }
+}
+
+void CoordinatorService::ExportJob(const std::string& job_id) {
+  auto job = manager_->GetJob(job_id);
+  if (!job.ok() || job->output().empty()) return;
+  const std::string root = options_.results_root.empty()
+                               ? options_.data_dir + "/results"
+                               : options_.results_root;
+  // Checked again here: a job stored by an older coordinator was not.
+  auto output = NormalizeOutputName(job->output());
+  absl::Status status = output.status();
+  if (output.ok()) {
+    auto results = manager_->QueryResults(job_id, -1, 0, v1::STATUS_UNSPECIFIED,
+                                          job->attempt());
+    auto dir = OpenDirBeneath(root, *output + "/" + job_id, /*create=*/true);
+    status = !results.ok() ? results.status() : dir.status();
+    if (status.ok()) {
+      std::string jsonl;
+      for (const auto& r : *results) jsonl += ResultToJson(r) + "\n";
+      v1::Job record = *job;
+      record.clear_worker_token();
+      std::string record_json;
+      google::protobuf::util::JsonPrintOptions o;
+      o.preserve_proto_field_names = true;
+      (void)google::protobuf::util::MessageToJsonString(record, &record_json,
+                                                        o);
+      HtmlReportOptions ho;
+      ho.title = "Ringmaster job " + job_id;
+      ho.sources = {"coordinator job " + job_id};
+      ho.generated_at =
+          absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
+      status = WriteFileAt(*dir, "results.jsonl", jsonl);
+      if (status.ok())
+        status = WriteFileAt(*dir, "job.json", record_json + "\n");
+      if (status.ok())
+        status =
+            WriteFileAt(*dir, "report.html", RenderHtmlReport(*results, ho));
+    }
+  }
+  if (status.ok()) {
+    spdlog::info("job {} exported to {}/{}/{}", job_id, root, *output, job_id);
+  } else {
+    spdlog::error("job {}: export to the results root refused: {}", job_id,
+                  std::string(status.message()));
   }
 }
 
@@ -472,6 +524,7 @@ void CoordinatorService::PollRunning() {
         return;
       }
       if (!finish_now) manager_->Finish(id, outcome.state, outcome.failure);
+      ExportJob(id);
       spdlog::info(
           "job {} {}{}; processes ended in {:.2f} s{}", id,
           v1::JobState_Name(outcome.state).substr(4),

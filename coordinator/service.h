@@ -32,6 +32,10 @@ namespace ringmaster {
 
 struct ServiceOptions {
   std::string data_dir = "ringmaster-data";
+  // Finished jobs submitted with an output name are exported to
+  // RESULTS_ROOT/OUTPUT/JOB_ID/ (results.jsonl, report.html, job.json);
+  // nothing is ever written outside it. Empty: DATA_DIR/results.
+  std::string results_root;
   ServerOptions server;             // address, user tokens, TLS, limits
   std::string launcher = "mpirun";  // mpirun, slurm, k8s or external
   std::string mpirun = "mpirun";
@@ -68,6 +72,10 @@ struct ServiceOptions {
   double grace_s = 2;
   int heartbeat_interval_ms = 1000;
   bool allow_fault_injection = false;  // RINGMASTER_FAULT in submitted env
+  // Limits on the launcher and the ranks it starts (mpirun: its local
+  // ranks; Slurm: propagated from sbatch). None by default: an address
+  // space limit breaks CUDA, which reserves far more than it uses.
+  std::vector<ResourceLimit> worker_rlimits;
 };
 
 class CoordinatorService {
@@ -92,6 +100,9 @@ class CoordinatorService {
   void SchedulerLoop();
   void LaunchQueued();
   void PollRunning();
+  // Exports a finished job that has an output name (see results_root);
+  // failures are logged, never change the job.
+  void ExportJob(const std::string& job_id);
   WatchLimits LimitsFor(const v1::Job& job) const;
 
   ServiceOptions options_;

@@ -367,7 +367,7 @@ absl::StatusOr<std::unique_ptr<JobSupervisor>> JobSupervisor::LaunchMpirun(
         }
         if (echo && !line.empty()) std::cerr << "  | " << line << "\n";
       },
-      &launch.env);
+      &launch.env, &launch.rlimits);
   if (!child.ok()) return child.status();
   const pid_t pid = (*child)->pid();
   sup->launcher_ = std::make_unique<MpirunHandle>(std::move(*child));
@@ -389,8 +389,9 @@ absl::StatusOr<std::unique_ptr<JobSupervisor>> JobSupervisor::LaunchSlurm(
                                          ": cannot write the sbatch script");
     }
   }
-  auto submitted = RunAndCapture({"sbatch", "--parsable", launch.script_path},
-                                 &launch.env, absl::Seconds(60));
+  auto submitted =
+      RunAndCapture({"sbatch", "--parsable", launch.script_path}, &launch.env,
+                    absl::Seconds(60), &launch.rlimits);
   if (!submitted.ok()) return submitted.status();
   auto slurm_id = ParseSbatchJobId(submitted->out);
   if (submitted->exit_code != 0 || !slurm_id) {

@@ -48,6 +48,8 @@ struct MpirunLaunch {
   std::vector<std::string> env;
   std::string log_path;  // launcher.log; empty: none
   bool echo = false;     // launcher lines on stderr, prefixed "  | "
+  // Set on mpirun before it starts: its local ranks inherit them.
+  std::vector<ResourceLimit> rlimits;
   // Sees every launcher line first; returns true to keep it out of the log.
   std::function<bool(std::string_view)> line_hook;
 };
@@ -60,6 +62,9 @@ struct SlurmLaunch {
   // RINGMASTER_TOKEN; SLURM_CONF when the cluster needs it.
   std::vector<std::string> env;
   double poll_interval_s = 1;  // squeue at most this often
+  // Set on sbatch: Slurm gives the job the submitting process's limits
+  // (PropagateResourceLimits, ALL by default).
+  std::vector<ResourceLimit> rlimits;
 };
 
 // A Kubernetes launch: the attempt is a Secret (the worker token) plus an

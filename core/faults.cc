@@ -33,10 +33,12 @@ absl::StatusOr<std::vector<Fault>> ParseFaults(std::string_view std_text) {
       f.kind = Fault::Kind::kLinger;
     } else if (kind == "slow") {
       f.kind = Fault::Kind::kSlow;
+    } else if (kind == "hog") {
+      f.kind = Fault::Kind::kHog;
     } else {
       return absl::InvalidArgumentError(absl::StrFormat(
           "RINGMASTER_FAULT: unknown fault \"%s\" (expected crash, exit, hang, "
-          "corrupt, mismatch, linger or slow)",
+          "corrupt, mismatch, linger, slow or hog)",
           kind));
     }
     for (size_t i = 1; i < parts.size(); ++i) {
@@ -61,10 +63,12 @@ absl::StatusOr<std::vector<Fault>> ParseFaults(std::string_view std_text) {
         f.rank = static_cast<int>(v);
       } else if (kv.first == "seq") {
         f.seq = v;
+      } else if (kv.first == "bytes") {
+        f.bytes = v;
       } else {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "RINGMASTER_FAULT: unknown field \"%s\" (expected rank, seq or "
-            "factor)",
+            "RINGMASTER_FAULT: unknown field \"%s\" (expected rank, seq, "
+            "factor or bytes)",
             kv.first));
       }
     }

@@ -12,6 +12,9 @@
 //   slow     the rank's operations take `factor` times as long (host
 //            backend: collectives, node benchmarks), e.g.
 //            "slow:rank=3:factor=1.1" for a 10% slower rank
+//   hog      the rank allocates and touches `bytes` of memory when it
+//            starts case `seq` (a runaway rank, for worker rlimits), e.g.
+//            "hog:rank=1:seq=0:bytes=8000000000"
 // Never set in production; the worker logs every fault it applies.
 #ifndef RINGMASTER_CORE_FAULTS_H_
 #define RINGMASTER_CORE_FAULTS_H_
@@ -26,11 +29,21 @@
 namespace ringmaster {
 
 struct Fault {
-  enum class Kind { kCrash, kExit, kHang, kCorrupt, kMismatch, kLinger, kSlow };
+  enum class Kind {
+    kCrash,
+    kExit,
+    kHang,
+    kCorrupt,
+    kMismatch,
+    kLinger,
+    kSlow,
+    kHog
+  };
   Kind kind = Kind::kCrash;
   int rank = -1;      // -1: every rank
   int64_t seq = 0;    // case sequence number where it fires (crash/exit/hang)
   double factor = 2;  // slow: how many times as long each operation takes
+  int64_t bytes = 0;  // hog: memory to allocate and touch
 };
 
 absl::StatusOr<std::vector<Fault>> ParseFaults(std::string_view text);

@@ -29,6 +29,15 @@ TEST(ParseFaults, Errors) {
   EXPECT_FALSE(ParseFaults("slow:factor=fast").ok());
 }
 
+TEST(ParseFaults, Hog) {
+  auto faults = ParseFaults("hog:rank=1:seq=2:bytes=8000000000");
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  auto hog = FindFault(*faults, Fault::Kind::kHog, 1, 2);
+  ASSERT_TRUE(hog.has_value());
+  EXPECT_EQ(hog->bytes, 8000000000);
+  EXPECT_FALSE(ParseFaults("hog:bytes=-1").ok());
+}
+
 TEST(ParseFaults, SlowRank) {
   auto faults = ParseFaults("slow:rank=3:factor=1.1");
   ASSERT_TRUE(faults.ok()) << faults.status();

@@ -237,6 +237,32 @@ v1::SubmitPlanRequest HostSubmission(const std::string& path, int np) {
 
 std::string ReadPlan(const std::string& path) { return ReadFile(path); }
 
+bool Alive(int pid) {
+  if (pid <= 0 || kill(pid, 0) != 0) return false;
+  std::string stat = ReadFile(absl::StrFormat("/proc/%d/stat", pid));
+  auto close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ||
+         stat[close + 2] != 'Z';
+}
+
+int ProcessesMentioning(const std::string& needle) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0])))
+      continue;
+    std::string cmd = ReadFile(e.path().string() + "/cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    std::string stat = ReadFile(e.path().string() + "/stat");
+    auto close = stat.rfind(')');
+    if (close != std::string::npos && close + 2 < stat.size() &&
+        stat[close + 2] == 'Z')
+      continue;
+    if (cmd.find(needle) != std::string::npos) ++n;
+  }
+  return n;
+}
+
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());

@@ -91,6 +91,13 @@ std::string ReadPlan(const std::string& path);
 // The n-th percentile (0..100) of `v` (copied and sorted).
 double Percentile(std::vector<double> v, double p);
 
+// Alive and not a zombie (a zombie holds nothing but its pid, and in a
+// container without an init that reaps, orphans' zombies stay).
+bool Alive(int pid);
+
+// Live processes whose command line mentions `needle` (e.g. a job id).
+int ProcessesMentioning(const std::string& needle);
+
 // Prints "FIGURE id key=value ..." lines the CI summary collects.
 void Figure(const std::string& id, const std::string& text, bool pass);
 

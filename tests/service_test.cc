@@ -31,9 +31,11 @@ namespace ringmaster {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::Alive;
 using testing::Ctx;
 using testing::Figure;
 using ::testing::HasSubstr;
+using testing::ProcessesMentioning;
 using testing::ServeProcess;
 
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
@@ -324,35 +326,6 @@ bool WaitForUpdate(const ServeProcess& serve, const std::string& token,
   }
   reader->Finish().IgnoreError();
   return false;
-}
-
-// Alive and not a zombie (a zombie holds nothing but its pid, and in a
-// container without an init that reaps, orphans' zombies stay).
-bool Alive(int pid) {
-  if (pid <= 0 || kill(pid, 0) != 0) return false;
-  std::string stat = testing::ReadFile(absl::StrFormat("/proc/%d/stat", pid));
-  auto close = stat.rfind(')');
-  return close == std::string::npos || close + 2 >= stat.size() ||
-         stat[close + 2] != 'Z';
-}
-
-// Processes whose command line mentions `needle` (the job id).
-int ProcessesMentioning(const std::string& needle) {
-  int n = 0;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0])))
-      continue;
-    std::string cmd = testing::ReadFile(e.path().string() + "/cmdline");
-    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
-    std::string stat = testing::ReadFile(e.path().string() + "/stat");
-    auto close = stat.rfind(')');
-    if (close != std::string::npos && close + 2 < stat.size() &&
-        stat[close + 2] == 'Z')
-      continue;
-    if (cmd.find(needle) != std::string::npos) ++n;
-  }
-  return n;
 }
 
 std::vector<std::string> ServeArgsForMpirun() {

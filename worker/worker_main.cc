@@ -152,7 +152,9 @@ class HeartbeatThread {
   std::thread thread_;
 };
 
-// Applies crash/exit/hang faults scheduled for case `seq` on `rank`.
+char* volatile g_hog_block = nullptr;  // the hog fault's memory
+
+// Applies crash/exit/hang/hog faults scheduled for case `seq` on `rank`.
 void MaybeInjectFault(const std::vector<Fault>& faults, int rank, int64_t seq) {
   if (FindFault(faults, Fault::Kind::kCrash, rank, seq)) {
     spdlog::warn("rank {}: fault injection: SIGKILL at case {}", rank, seq);
@@ -165,6 +167,18 @@ void MaybeInjectFault(const std::vector<Fault>& faults, int rank, int64_t seq) {
   if (FindFault(faults, Fault::Kind::kHang, rank, seq)) {
     spdlog::warn("rank {}: fault injection: hanging at case {}", rank, seq);
     while (true) pause();
+  }
+  if (auto hog = FindFault(faults, Fault::Kind::kHog, rank, seq)) {
+    spdlog::warn("rank {}: fault injection: allocating {} bytes at case {}",
+                 rank, hog->bytes, seq);
+    // Touched page by page so the memory is really used; it is never
+    // freed (a leak is what a runaway rank looks like). Past a worker
+    // memory rlimit the allocation throws and the rank dies.
+    auto* block = new char[static_cast<size_t>(hog->bytes)];
+    for (int64_t i = 0; i < hog->bytes; i += 4096) block[i] = 1;
+    g_hog_block = block;  // keeps the block (and its writes) alive
+    spdlog::warn("rank {}: fault injection: holding {} bytes", rank,
+                 hog->bytes);
   }
 }
 
