@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/job_manager.h"
+#include "coordinator/submit.h"
 
 namespace ringmaster {
 
@@ -57,9 +58,6 @@ class CoordinatorServer {
 // True for 127.0.0.0/8, ::1 and localhost, with or without a port.
 bool IsLoopbackAddress(const std::string& address);
 
-// The plan of a SubmitPlan request, parsed and expanded for its rank count
-// (InvalidArgument with file:line: field on a bad plan).
-absl::StatusOr<v1::Job> JobFromSubmit(const v1::SubmitPlanRequest& request);
 
 }  // namespace ringmaster
 

@@ -14,6 +14,17 @@ namespace ringmaster {
 
 namespace fs = std::filesystem;
 
+absl::StatusOr<v1::Result> ParseResultLine(std::string_view line) {
+  v1::Result r;
+  google::protobuf::util::JsonParseOptions opts;
+  opts.ignore_unknown_fields = true;
+  auto status = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(line.data(), line.size()), &r, opts);
+  if (!status.ok())
+    return absl::InvalidArgumentError(std::string(status.message()));
+  return r;
+}
+
 absl::Status ForEachResult(const std::vector<std::string>& files,
                            const std::function<void(const v1::Result&)>& fn) {
   for (const std::string& path : files) {
@@ -24,16 +35,14 @@ absl::Status ForEachResult(const std::vector<std::string>& files,
     while (std::getline(in, line)) {
       ++lineno;
       if (absl::StripAsciiWhitespace(line).empty()) continue;
-      v1::Result r;
-      google::protobuf::util::JsonParseOptions opts;
-      opts.ignore_unknown_fields = true;
-      if (!google::protobuf::util::JsonStringToMessage(line, &r, opts).ok()) {
+      auto r = ParseResultLine(line);
+      if (!r.ok()) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "%s:%d: not a result (JSON Lines from ringmaster run --out or "
             "ringmaster results --format jsonl)",
             path, lineno));
       }
-      fn(r);
+      fn(*r);
     }
   }
   return absl::OkStatus();

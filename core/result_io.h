@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -12,6 +13,10 @@
 #include "ringmaster/v1/result.pb.h"
 
 namespace ringmaster {
+
+// One JSON Lines record as a result (unknown fields ignored: newer
+// writers). InvalidArgument when it is not one.
+absl::StatusOr<v1::Result> ParseResultLine(std::string_view line);
 
 // Calls `fn` with every result of the JSON Lines files, in order; a line that
 // is not a result is an error naming the file and line. Blank lines are
