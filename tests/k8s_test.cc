@@ -254,5 +254,61 @@ TEST(K8sLaunch, CancelDeletesTheJobAndItsPodsEnd) {
       cancelled.state() == v1::JOB_CANCELLED && gone && deleted);
 }
 
+// S6 (shared/RELIABILITY.md) through the Kubernetes launcher: env values
+// full of shell metacharacters go into the manifest (YAML, written by
+// yaml-cpp) and reach the pods' ranks byte for byte; kubectl's argv never
+// holds them, and nothing runs: no marker file, no stray process.
+TEST(S6_shell_metacharacters, NothingInjectedThroughKubectl) {
+  Cluster cluster = FakeCluster("k8s-s6");
+  const std::string data = testing::ScratchDir("k8s-s6-serve");
+  const std::string marks = testing::ScratchDir("k8s-s6-marks");
+  testing::ServeProcess serve(data, cluster.serve_args);
+  ASSERT_TRUE(serve.ok()) << serve.output();
+  const std::string admin = serve.admin_token();
+  auto stub = serve.Stub();
+  const std::vector<std::string> values = testing::HostileValues(marks);
+  auto req = testing::HostSubmission(testing::PlanPath("bootstrap.yaml"), 4);
+  for (size_t i = 0; i < values.size(); ++i)
+    (*req.mutable_env())[testing::HostileEnvName(i)] = values[i];
+  req.set_request_id("$(touch " + marks + "/rid)");
+  auto sub = testing::Submit(*stub, admin, req);
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  const std::string job_id = sub->job().job_id();
+  v1::Job done =
+      testing::WaitTerminal(*stub, admin, job_id, absl::Seconds(120));
+  v1::QueryResultsRequest q;
+  q.set_job_id(job_id);
+  v1::QueryResultsResponse results;
+  auto ctx = Ctx(admin);
+  ASSERT_TRUE(stub->QueryResults(ctx.get(), q, &results).ok());
+  const int exact = results.results_size() > 0
+                        ? testing::ValuesSeenExactly(results.results(0), values)
+                        : 0;
+  const std::string calls = CallsOnce(cluster.state, "\"delete\"");
+  // Every value holds the marker folder's path (a JSON-safe string): if
+  // it shows in kubectl's recorded argv, a value got onto a command line.
+  const int values_in_argv = calls.find(marks) != std::string::npos ? 1 : 0;
+  absl::SleepFor(absl::Milliseconds(300));
+  const int marks_made = testing::EntriesBelow(marks);
+  const int stray = testing::ProcessesMentioning("sleep 1234");
+  const bool pass = done.state() == v1::JOB_SUCCEEDED &&
+                    exact == static_cast<int>(values.size()) &&
+                    values_in_argv == 0 && marks_made == 0 && stray == 0;
+  testing::Figure(
+      "S6",
+      absl::StrFormat("kubectl: job=%s values_seen_exactly=%d/%d "
+                      "values_in_argv=%d injected_files=%d extra_processes=%d",
+                      v1::JobState_Name(done.state()), exact, values.size(),
+                      values_in_argv, marks_made, stray),
+      pass);
+  EXPECT_EQ(done.state(), v1::JOB_SUCCEEDED)
+      << done.failure().ShortDebugString() << "\n"
+      << serve.output();
+  EXPECT_EQ(exact, static_cast<int>(values.size()));
+  EXPECT_EQ(values_in_argv, 0) << calls;
+  EXPECT_EQ(marks_made, 0);
+  EXPECT_EQ(stray, 0);
+}
+
 }  // namespace
 }  // namespace ringmaster

@@ -34,16 +34,6 @@ std::string QuickstartPath() {
   return std::string(RINGMASTER_SOURCE_DIR) + "/plans/quickstart.yaml";
 }
 
-int EntriesBelow(const fs::path& dir) {
-  int n = 0;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    ++n;
-  }
-  return n;
-}
-
 // Waits until `pred` holds (polling), up to `timeout`.
 bool WaitUntil(const std::function<bool()>& pred, absl::Duration timeout) {
   const absl::Time give_up = absl::Now() + timeout;
@@ -190,7 +180,7 @@ TEST(S5_path_traversal, NothingLandsOutsideTheResultsRoot) {
   }
   stop = true;
   swapper.join();
-  const int files_outside = EntriesBelow(outside);
+  const int files_outside = testing::EntriesBelow(outside.string());
 
   const bool pass =
       rejected == static_cast<int>(hostile.size()) &&
@@ -250,16 +240,7 @@ TEST(S6_shell_metacharacters, NothingInjectedThroughMpirun) {
   const std::string admin = serve.admin_token();
   auto stub = serve.Stub();
 
-  const std::vector<std::string> values = {
-      "$(touch " + m + "/a)",
-      "`touch " + m + "/b`",
-      "x; touch " + m + "/c; sleep 1234 &",
-      "x' \"; touch " + m + "/d #",
-      "x\ntouch " + m + "/e",
-      "| touch " + m + "/f > " + m + "/g",
-      "${IFS}touch${IFS}" + m + "/h",
-      "$(sleep 1234)&& touch " + m + "/i || true",
-  };
+  const std::vector<std::string> values = testing::HostileValues(m);
   std::string plan = testing::ReadPlan(QuickstartPath());
   const std::string hostile_name =
       "s6 $(touch " + m + "/p); `touch " + m + "/q` && touch " + m + "/r";
@@ -273,8 +254,7 @@ TEST(S6_shell_metacharacters, NothingInjectedThroughMpirun) {
   req.set_backend("host");
   req.set_request_id("$(touch " + m + "/rid);x");
   for (size_t i = 0; i < values.size(); ++i)
-    (*req.mutable_env())[absl::StrFormat("NCCL_RINGMASTER_S6_%d", i)] =
-        values[i];
+    (*req.mutable_env())[testing::HostileEnvName(i)] = values[i];
   auto sub = testing::Submit(*stub, admin, req);
   ASSERT_TRUE(sub.ok()) << sub.status();
   const std::string id = sub->job().job_id();
@@ -285,14 +265,9 @@ TEST(S6_shell_metacharacters, NothingInjectedThroughMpirun) {
   v1::QueryResultsResponse results;
   auto qctx = Ctx(admin);
   ASSERT_TRUE(stub->QueryResults(qctx.get(), q, &results).ok());
-  int exact = 0;
-  if (results.results_size() > 0) {
-    const auto& env = results.results(0).provenance().nccl_env();
-    for (size_t i = 0; i < values.size(); ++i) {
-      auto it = env.find(absl::StrFormat("NCCL_RINGMASTER_S6_%d", i));
-      if (it != env.end() && it->second == values[i]) ++exact;
-    }
-  }
+  const int exact = results.results_size() > 0
+                        ? testing::ValuesSeenExactly(results.results(0), values)
+                        : 0;
   // mpirun's argv: names only (-x NAME), never a value.
   const std::string argv_text = testing::ReadFile(argv_file.string());
   std::vector<std::string> argv = absl::StrSplit(argv_text, '\0');
@@ -303,7 +278,7 @@ TEST(S6_shell_metacharacters, NothingInjectedThroughMpirun) {
   const bool forwarded =
       absl::StrContains(argv_text, std::string("NCCL_RINGMASTER_S6_0"));
   absl::SleepFor(absl::Milliseconds(300));  // anything injected has run
-  const int marks_made = EntriesBelow(marks);
+  const int marks_made = testing::EntriesBelow(marks.string());
   const int stray = testing::ProcessesMentioning("sleep 1234");
   const bool pass = job.state() == v1::JOB_SUCCEEDED &&
                     exact == static_cast<int>(values.size()) &&

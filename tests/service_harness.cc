@@ -263,6 +263,45 @@ int ProcessesMentioning(const std::string& needle) {
   return n;
 }
 
+std::vector<std::string> HostileValues(const std::string& m) {
+  return {
+      "$(touch " + m + "/a)",
+      "`touch " + m + "/b`",
+      "x; touch " + m + "/c; sleep 1234 &",
+      "x' \"; touch " + m + "/d #",
+      "x\ntouch " + m + "/e",
+      "| touch " + m + "/f > " + m + "/g",
+      "${IFS}touch${IFS}" + m + "/h",
+      "$(sleep 1234)&& touch " + m + "/i || true",
+  };
+}
+
+std::string HostileEnvName(size_t i) {
+  return absl::StrFormat("NCCL_RINGMASTER_S6_%d", i);
+}
+
+int ValuesSeenExactly(const v1::Result& result,
+                      const std::vector<std::string>& values) {
+  int exact = 0;
+  const auto& env = result.provenance().nccl_env();
+  for (size_t i = 0; i < values.size(); ++i) {
+    auto it = env.find(HostileEnvName(i));
+    if (it != env.end() && it->second == values[i]) ++exact;
+  }
+  return exact;
+}
+
+int EntriesBelow(const std::string& dir) {
+  int n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator();
+       it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());

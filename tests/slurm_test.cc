@@ -158,6 +158,62 @@ TEST(SlurmLaunch, TwoRanksUnderSrunPmixSucceedAndCancelGoesThroughScancel) {
       done.state() == v1::JOB_SUCCEEDED && end->state == "CANCELLED");
 }
 
+// S6 (shared/RELIABILITY.md) through the Slurm launcher: env values full of
+// shell metacharacters reach the ranks byte for byte through sbatch's
+// exported environment (never the generated script, which is a shell
+// script), and nothing runs: no marker file, no stray process.
+TEST(S6_shell_metacharacters, NothingInjectedThroughSbatchAndSrun) {
+  if (!g_skip.empty()) GTEST_SKIP() << g_skip;
+  const std::string data = testing::ScratchDir("slurm-s6-serve");
+  const std::string marks = testing::ScratchDir("slurm-s6-marks");
+  testing::ServeProcess serve(data, {"--launcher", "slurm"});
+  ASSERT_TRUE(serve.ok()) << serve.output();
+  const std::string admin = serve.admin_token();
+  auto stub = serve.Stub();
+  const std::vector<std::string> values = testing::HostileValues(marks);
+  auto req = testing::HostSubmission(
+      std::string(RINGMASTER_SOURCE_DIR) + "/plans/quickstart.yaml", 2);
+  for (size_t i = 0; i < values.size(); ++i)
+    (*req.mutable_env())[testing::HostileEnvName(i)] = values[i];
+  auto sub = testing::Submit(*stub, admin, req);
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  const std::string job_id = sub->job().job_id();
+  v1::Job done =
+      testing::WaitTerminal(*stub, admin, job_id, absl::Seconds(120));
+  v1::QueryResultsRequest q;
+  q.set_job_id(job_id);
+  v1::QueryResultsResponse rows;
+  auto ctx = Ctx(admin);
+  ASSERT_TRUE(stub->QueryResults(ctx.get(), q, &rows).ok());
+  const int exact = rows.results_size() > 0
+                        ? testing::ValuesSeenExactly(rows.results(0), values)
+                        : 0;
+  const std::string script =
+      testing::ReadFile(data + "/jobs/" + job_id + "/attempt-1.sbatch");
+  const int values_in_script = script.find(marks) != std::string::npos;
+  absl::SleepFor(absl::Milliseconds(300));
+  const int marks_made = testing::EntriesBelow(marks);
+  const int stray = testing::ProcessesMentioning("sleep 1234");
+  const bool pass = done.state() == v1::JOB_SUCCEEDED &&
+                    exact == static_cast<int>(values.size()) &&
+                    values_in_script == 0 && marks_made == 0 && stray == 0;
+  testing::Figure(
+      "S6",
+      absl::StrFormat("sbatch+srun: job=%s values_seen_exactly=%d/%d "
+                      "values_in_script=%d injected_files=%d "
+                      "extra_processes=%d",
+                      v1::JobState_Name(done.state()), exact, values.size(),
+                      values_in_script, marks_made, stray),
+      pass);
+  EXPECT_EQ(done.state(), v1::JOB_SUCCEEDED)
+      << done.failure().ShortDebugString() << "\n"
+      << serve.output();
+  EXPECT_EQ(exact, static_cast<int>(values.size()));
+  EXPECT_EQ(values_in_script, 0) << script;
+  EXPECT_EQ(marks_made, 0);
+  EXPECT_EQ(stray, 0);
+}
+
 TEST(SbatchScript, ValuesThatCouldBreakTheScriptAreRejected) {
   SlurmSpec s;
   s.job_name = "ringmaster-x";
