@@ -161,6 +161,8 @@ int TopoCommand(const TopoOptions& o) {
                   : std::string(p.value("p2p", false)
                                     ? "PCIe peer-to-peer"
                                     : "no peer access (through host)"));
+    if (p.contains("nvlink_note"))
+      std::cout << "    " << p.value("nvlink_note", "") << "\n";
   }
   return kExitOk;
 }

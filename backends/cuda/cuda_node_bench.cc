@@ -415,8 +415,7 @@ struct CudaNodeBench::Impl {
                 std::string* source) const {
     auto nv = NvmlNvlink(bus_id_, bus_ids_[r]);
     const double rate = NvlinkLinkGbps(cc_major_);
-    if (nv && rate > 0 &&
-        (nv->links_to_peer > 0 || (nv->p2p_nvlink && nv->active_links > 0))) {
+    if (nv && rate > 0 && NvlinkLinksToPeer(*nv) > 0) {
       *path = "nvlink";
       if (nv->links_to_peer > 0) {
         *gbps = nv->links_to_peer * rate;

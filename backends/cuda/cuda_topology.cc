@@ -75,9 +75,19 @@ std::string DescribeGpusJson() {
       cudaDeviceCanAccessPeer(&p2p, a, b);
       nlohmann::json pair = {{"a", a}, {"b", b}, {"p2p", p2p != 0}};
       if (auto nv = NvmlNvlink(bus[a], bus[b])) {
-        pair["nvlink_links"] = nv->links_to_peer;
-        if (nv->links_to_peer > 0)
+        const int links = NvlinkLinksToPeer(*nv);
+        pair["nvlink_links"] = links;
+        pair["nvlink_active_links"] = nv->active_links;
+        pair["nvlink_p2p"] = nv->p2p_nvlink;
+        pair["nvlink_remote_ends"] = nv->remote_ends;
+        if (links > 0) {
           generation = std::max(generation, nv->version);
+          if (nv->links_to_peer == 0) {
+            pair["nvlink_note"] =
+                "remote ends do not name the peer (" + nv->remote_ends +
+                "); NVML reports NVLink P2P: counting the GPU's active links";
+          }
+        }
       }
       out["pairs"].push_back(pair);
     }

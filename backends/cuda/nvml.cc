@@ -89,6 +89,11 @@ bool SameBus(const NvmlPciInfo& info, const std::string& bus_id) {
 
 }  // namespace
 
+int NvlinkLinksToPeer(const NvlinkInfo& info) {
+  if (info.links_to_peer > 0) return info.links_to_peer;
+  return info.p2p_nvlink ? info.active_links : 0;
+}
+
 std::optional<NvlinkInfo> NvmlNvlink(const std::string& bus_id,
                                      const std::string& peer_bus_id) {
   NvmlSession nvml;

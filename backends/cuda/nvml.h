@@ -24,6 +24,11 @@ struct NvlinkInfo {
   unsigned version = 0;     // NVML's NVLink version code of the first link
   std::string remote_ends;  // remote bus ids seen, for the record
 };
+// NVLink links between the two GPUs: those whose remote end names the peer;
+// when no remote end names it but NVML says NVLink P2P works (a hypervisor
+// masks the remote ends as ffffffff:ff:ff, as on the lent 2xH200 VM, or an
+// NVSwitch sits between), all of the GPU's active links.
+int NvlinkLinksToPeer(const NvlinkInfo& info);
 // nullopt when NVML or the queries are unavailable.
 std::optional<NvlinkInfo> NvmlNvlink(const std::string& bus_id,
                                      const std::string& peer_bus_id);
