@@ -192,7 +192,8 @@ absl::Status ReadMeasurements(const std::vector<std::string>& files,
     }
     if (r.nranks() != *nranks) return;  // one rank count per calibration
     out->push_back({v1::ALL_REDUCE, r.case_().size_bytes(), r.nranks(),
-                    r.stats().median_s()});
+                    r.stats().median_s(),
+                    CanonicalProtocol(r.nccl_protocol())});
   });
   if (!read.ok()) return read;
   if (out->empty())

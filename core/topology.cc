@@ -189,11 +189,17 @@ absl::StatusOr<Prediction> PredictCollective(const v1::Topology& t, int nodes,
       static_cast<double>(size_bytes) * BusBwFactor(c, std::max(n, 2));
   Prediction best;
   best.time_s = std::numeric_limits<double>::infinity();
+  // NCCL's own switch, when calibration saw it: LL up to it, Simple above.
+  const bool follow_nccl = m.ll_max_bytes() > 0;
+  const char* nccl_choice = size_bytes <= m.ll_max_bytes() ? "LL" : "Simple";
   auto consider = [&](const char* algo, double steps, double algo_bw) {
     for (const Protocol& p : kProtocols) {
+      if (follow_nccl && std::string_view(p.name) != nccl_choice) continue;
       const double bytes_per_s = algo_bw * p.bandwidth * 1e9;
       double time = m.base_us() * 1e-6 + steps * step_s * p.latency +
                     bus_bytes / bytes_per_s;
+      if (std::string_view(p.name) == "Simple")
+        time += m.simple_base_us() * 1e-6;
       // Data moves in chunks; the best chunk size C balances bus/C chunk
       // overheads against the pipeline's fill: together they cost
       // 2 sqrt(bus x chunk overhead / bandwidth).
@@ -206,7 +212,7 @@ absl::StatusOr<Prediction> PredictCollective(const v1::Topology& t, int nodes,
     }
   };
   consider("ring", RingSteps(c, n), bw);
-  if (c == v1::ALL_REDUCE && nodes > 1) {
+  if (c == v1::ALL_REDUCE && nodes > 1 && !follow_nccl) {
     // Double binary tree: up and down log2(nodes) network hops, a chain of
     // g ranks inside each node; NCCL's tree reaches ~90% of the ring's
     // bandwidth.
@@ -282,6 +288,15 @@ absl::StatusOr<double> ComputeSeconds(const v1::Topology& t,
   return flop / (peak * 1e12 * efficiency);
 }
 
+std::string CanonicalProtocol(std::string_view name) {
+  std::string upper;
+  for (char ch : name) upper += static_cast<char>(std::toupper(ch));
+  if (upper == "LL") return "LL";
+  if (upper == "LL128") return "LL128";
+  if (upper == "SIMPLE") return "Simple";
+  return "";
+}
+
 absl::StatusOr<v1::ModelParams> Calibrate(
     const v1::Topology& t, int nodes, const std::vector<Measurement>& points,
     int64_t min_bytes) {
@@ -295,6 +310,19 @@ absl::StatusOr<v1::ModelParams> Calibrate(
   }
   const bool net = nodes > 1;
   const bool nvlink = t.node().has_nvlink();
+  // NCCL's protocol switch, when the points are labelled and show one.
+  int64_t ll_max = 0, simple_min = 0;
+  for (const Measurement& p : use) {
+    if (p.protocol == "LL" || p.protocol == "LL128")
+      ll_max = std::max(ll_max, p.size_bytes);
+    if (p.protocol == "Simple" && (simple_min == 0 || p.size_bytes < simple_min))
+      simple_min = p.size_bytes;
+  }
+  const bool labelled = ll_max > 0 && simple_min > ll_max;
+  const int64_t ll_switch =
+      labelled ? static_cast<int64_t>(std::sqrt(static_cast<double>(ll_max) *
+                                                static_cast<double>(simple_min)))
+               : 0;
   // Grid search over (efficiency, step latency), minimizing the RMS
   // relative error of the model itself (protocol choice included).
   v1::Topology trial = t;
@@ -311,8 +339,11 @@ absl::StatusOr<v1::ModelParams> Calibrate(
     }
     return std::sqrt(sum / use.size());
   };
-  auto with = [&](double eff, double step_us, double chunk_us) {
+  auto with = [&](double eff, double step_us, double chunk_us,
+                  double simple_base_us) {
     v1::ModelParams m = EffectiveParams(t);
+    m.set_ll_max_bytes(ll_switch);
+    m.set_simple_base_us(simple_base_us);
     if (net) {
       m.set_net_efficiency(eff);
       m.set_inter_step_us(step_us);
@@ -323,8 +354,10 @@ absl::StatusOr<v1::ModelParams> Calibrate(
     m.set_chunk_us(chunk_us);
     return m;
   };
-  // Coarse grid, then a finer one around the best point.
-  double best_eff = 0.8, best_step = 1, best_chunk = 5;
+  // Coarse grid, then a finer one around the best point. Simple's fixed
+  // cost only where labels pinned the protocol (else it would only trade
+  // against base_us and the step latency).
+  double best_eff = 0.8, best_step = 1, best_chunk = 5, best_simple = 0;
   for (int pass = 0; pass < 2; ++pass) {
     const double eff_lo = pass == 0 ? 0.2 : best_eff - 0.02;
     const double eff_hi = pass == 0 ? 1.0 : best_eff + 0.02;
@@ -333,6 +366,14 @@ absl::StatusOr<v1::ModelParams> Calibrate(
     const double lg_d = pass == 0 ? 0.1 : 0.01;
     const double step_c = std::log10(best_step),
                  chunk_c = std::log10(best_chunk);
+    std::vector<double> simple_grid = {0};
+    if (labelled) {
+      simple_grid.clear();
+      const double lo = pass == 0 ? 0 : std::max(0.0, best_simple - 2);
+      const double hi = pass == 0 ? 30 : best_simple + 2;
+      const double d = pass == 0 ? 2 : 0.5;
+      for (double sb = lo; sb <= hi + 1e-9; sb += d) simple_grid.push_back(sb);
+    }
     for (double eff = eff_lo; eff <= std::min(1.0, eff_hi) + 1e-9;
          eff += eff_d) {
       if (eff <= 0) continue;
@@ -340,15 +381,19 @@ absl::StatusOr<v1::ModelParams> Calibrate(
            ls <= (pass == 0 ? 1.5 : step_c + lg_span) + 1e-9; ls += lg_d) {
         for (double lc = pass == 0 ? -2 : chunk_c - lg_span;
              lc <= (pass == 0 ? 2 : chunk_c + lg_span) + 1e-9; lc += lg_d) {
-          v1::ModelParams m = with(eff, std::pow(10.0, ls), std::pow(10.0, lc));
-          auto err = error_of(m);
-          if (!err.ok()) return err.status();
-          if (*err < best_err) {
-            best_err = *err;
-            best = m;
-            best_eff = eff;
-            best_step = std::pow(10.0, ls);
-            best_chunk = std::pow(10.0, lc);
+          for (double sb : simple_grid) {
+            v1::ModelParams m =
+                with(eff, std::pow(10.0, ls), std::pow(10.0, lc), sb);
+            auto err = error_of(m);
+            if (!err.ok()) return err.status();
+            if (*err < best_err) {
+              best_err = *err;
+              best = m;
+              best_eff = eff;
+              best_step = std::pow(10.0, ls);
+              best_chunk = std::pow(10.0, lc);
+              best_simple = sb;
+            }
           }
         }
       }
@@ -356,8 +401,12 @@ absl::StatusOr<v1::ModelParams> Calibrate(
   }
   best.set_source(absl::StrFormat(
       "calibrated on %d measurement(s) >= %d bytes, %d node(s); RMS relative "
-      "error %.3f",
-      use.size(), min_bytes, nodes, best_err));
+      "error %.3f%s",
+      use.size(), min_bytes, nodes, best_err,
+      labelled ? absl::StrFormat("; NCCL's switch LL -> Simple at %d bytes, "
+                                 "Simple's extra fixed cost %.1f us",
+                                 ll_switch, best.simple_base_us())
+               : ""));
   return best;
 }
 

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -101,12 +102,21 @@ struct Measurement {
   int64_t size_bytes = 0;
   int nranks = 0;
   double time_s = 0;
+  std::string protocol;  // NCCL's choice when labelled: LL, LL128, Simple
 };
+
+// "LL", "LL128" or "Simple" for NCCL's protocol names in any case ("SIMPLE"),
+// "" for anything else.
+std::string CanonicalProtocol(std::string_view name);
 
 // Fits the efficiency, step latency and chunk overhead of the path the
 // measurements ran on (all on one topology and node count): the parameters
 // of PredictCollective that minimize the RMS relative error (a coarse grid,
-// then a fine one around its best). Uses the sizes >= `min_bytes`.
+// then a fine one around its best). Uses the sizes >= `min_bytes`. When
+// the measurements are labelled with NCCL's protocol and show a switch from
+// LL to Simple, the switch (the geometric midpoint between the largest LL
+// and the smallest Simple size) and Simple's extra fixed cost are fitted
+// too, and predictions follow NCCL's choice instead of the fastest one.
 absl::StatusOr<v1::ModelParams> Calibrate(
     const v1::Topology& t, int nodes, const std::vector<Measurement>& points,
     int64_t min_bytes);

@@ -113,13 +113,53 @@ TEST(Model, CalibrationRecoversTheParametersItWasGeneratedWith) {
   for (int64_t s = 1 << 20; s <= (int64_t{4} << 30); s *= 2) {
     auto p = PredictCollective(truth, 1, v1::ALL_REDUCE, s);
     ASSERT_TRUE(p.ok());
-    points.push_back({v1::ALL_REDUCE, s, 2, p->time_s});
+    points.push_back({v1::ALL_REDUCE, s, 2, p->time_s, ""});
   }
   auto fit = Calibrate(*t, 1, points, 1 << 20);
   ASSERT_TRUE(fit.ok()) << fit.status();
   EXPECT_NEAR(fit->nvlink_efficiency(), 0.7625, 0.003);
   EXPECT_NEAR(fit->intra_step_us(), 3.0, 0.3);
   EXPECT_THAT(fit->source(), HasSubstr("calibrated on 13 measurement"));
+}
+
+// Labelled with NCCL's protocol (as --nccl-algorithms results are), the
+// calibration finds where NCCL switches from LL to Simple and what Simple
+// costs on top: a jump the fastest-protocol model cannot produce.
+TEST(Model, LabelledCalibrationFollowsNcclsProtocolSwitch) {
+  auto t = LoadTopology(TopologyPath("h200-nvlink-pair.yaml"));
+  ASSERT_TRUE(t.ok());
+  v1::Topology truth = *t;
+  truth.mutable_model()->set_nvlink_efficiency(0.72);
+  truth.mutable_model()->set_intra_step_us(0.8);
+  truth.mutable_model()->set_simple_base_us(14);
+  truth.mutable_model()->set_ll_max_bytes(int64_t{3} << 19);  // 1.5 MiB
+  std::vector<Measurement> points;
+  for (int64_t s = 1 << 20; s <= (int64_t{1} << 30); s += s / 2) {
+    auto p = PredictCollective(truth, 1, v1::ALL_REDUCE, s);
+    ASSERT_TRUE(p.ok());
+    points.push_back(
+        {v1::ALL_REDUCE, s, 2, p->time_s, CanonicalProtocol(p->protocol)});
+  }
+  EXPECT_EQ(points[0].protocol, "LL");
+  EXPECT_EQ(points.back().protocol, "Simple");
+  auto fit = Calibrate(*t, 1, points, 1 << 20);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  // The switch lies between the largest LL and the smallest Simple size.
+  EXPECT_GE(fit->ll_max_bytes(), int64_t{3} << 19);
+  EXPECT_LT(fit->ll_max_bytes(), (int64_t{3} << 19) * 3 / 2);
+  EXPECT_NEAR(fit->simple_base_us(), 14, 1.0);
+  EXPECT_THAT(fit->source(), HasSubstr("NCCL's switch LL -> Simple"));
+  v1::Topology fitted = *t;
+  *fitted.mutable_model() = *fit;
+  for (const Measurement& m : points) {
+    auto p = PredictCollective(fitted, 1, v1::ALL_REDUCE, m.size_bytes);
+    ASSERT_TRUE(p.ok());
+    EXPECT_NEAR(p->time_s / m.time_s, 1.0, 0.02) << m.size_bytes;
+    EXPECT_EQ(CanonicalProtocol(p->protocol), m.protocol) << m.size_bytes;
+  }
+  EXPECT_EQ(CanonicalProtocol("SIMPLE"), "Simple");
+  EXPECT_EQ(CanonicalProtocol("ll128"), "LL128");
+  EXPECT_EQ(CanonicalProtocol("ring"), "");
 }
 
 TEST(Model, DataParallelStepHidesAllButTheLastBucket) {

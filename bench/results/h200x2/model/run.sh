@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The model against the 2xH200 measurements (runs on the CPU machine):
-#  1. the collective model calibrated on part of the measured all-reduce
-#     sweep (../allreduce/ringmaster.jsonl.gz, every other size >= 1 MiB
-#     held out) and its error on the held-out sizes;
+#  1. the collective model calibrated on part of a measured all-reduce
+#     sweep labelled with NCCL's protocol choice (allreduce-labelled.jsonl:
+#     bench/gpu-checks/allreduce-model.yaml run with --nccl-algorithms,
+#     2026-12-01; every other size >= 1 MiB held out) and its error on the
+#     held-out sizes;
 #  2. the data-parallel step of L8 H8192 B4096 (bf16, 25 MiB buckets,
 #     overlap, NCCL) on 2 GPUs predicted from the 1-GPU step measured in the
 #     same run (../train/call-4-final.tgz, ringmaster2.jsonl) and the
@@ -14,7 +16,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-zcat "$here/../allreduce/ringmaster.jsonl.gz" > "$work/allreduce.jsonl"
+cp "$here/allreduce-labelled.jsonl" "$work/allreduce.jsonl"
 bin=$(cd "$bin" && pwd)
 cd "$work"  # file names in the output relative to it
 "$bin/ringmaster" predict --topology "$root/topologies/h200-nvlink-pair.yaml" \
