@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "tests/injection_check.h"
 #include "tests/service_harness.h"
 
 namespace ringmaster {
@@ -281,33 +282,12 @@ TEST(S6_shell_metacharacters, NothingInjectedThroughKubectl) {
   v1::QueryResultsResponse results;
   auto ctx = Ctx(admin);
   ASSERT_TRUE(stub->QueryResults(ctx.get(), q, &results).ok());
-  const int exact = results.results_size() > 0
-                        ? testing::ValuesSeenExactly(results.results(0), values)
-                        : 0;
   const std::string calls = CallsOnce(cluster.state, "\"delete\"");
   // Every value holds the marker folder's path (a JSON-safe string): if
   // it shows in kubectl's recorded argv, a value got onto a command line.
   const int values_in_argv = calls.find(marks) != std::string::npos ? 1 : 0;
-  absl::SleepFor(absl::Milliseconds(300));
-  const int marks_made = testing::EntriesBelow(marks);
-  const int stray = testing::ProcessesMentioning("sleep 1234");
-  const bool pass = done.state() == v1::JOB_SUCCEEDED &&
-                    exact == static_cast<int>(values.size()) &&
-                    values_in_argv == 0 && marks_made == 0 && stray == 0;
-  testing::Figure(
-      "S6",
-      absl::StrFormat("kubectl: job=%s values_seen_exactly=%d/%d "
-                      "values_in_argv=%d injected_files=%d extra_processes=%d",
-                      v1::JobState_Name(done.state()), exact, values.size(),
-                      values_in_argv, marks_made, stray),
-      pass);
-  EXPECT_EQ(done.state(), v1::JOB_SUCCEEDED)
-      << done.failure().ShortDebugString() << "\n"
-      << serve.output();
-  EXPECT_EQ(exact, static_cast<int>(values.size()));
-  EXPECT_EQ(values_in_argv, 0) << calls;
-  EXPECT_EQ(marks_made, 0);
-  EXPECT_EQ(stray, 0);
+  testing::CheckNothingInjected("kubectl", done, results, values,
+                                values_in_argv, marks);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "tests/service_harness.h"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -261,34 +262,6 @@ int ProcessesMentioning(const std::string& needle) {
     if (cmd.find(needle) != std::string::npos) ++n;
   }
   return n;
-}
-
-std::vector<std::string> HostileValues(const std::string& m) {
-  return {
-      "$(touch " + m + "/a)",
-      "`touch " + m + "/b`",
-      "x; touch " + m + "/c; sleep 1234 &",
-      "x' \"; touch " + m + "/d #",
-      "x\ntouch " + m + "/e",
-      "| touch " + m + "/f > " + m + "/g",
-      "${IFS}touch${IFS}" + m + "/h",
-      "$(sleep 1234)&& touch " + m + "/i || true",
-  };
-}
-
-std::string HostileEnvName(size_t i) {
-  return absl::StrFormat("NCCL_RINGMASTER_S6_%d", i);
-}
-
-int ValuesSeenExactly(const v1::Result& result,
-                      const std::vector<std::string>& values) {
-  int exact = 0;
-  const auto& env = result.provenance().nccl_env();
-  for (size_t i = 0; i < values.size(); ++i) {
-    auto it = env.find(HostileEnvName(i));
-    if (it != env.end() && it->second == values[i]) ++exact;
-  }
-  return exact;
 }
 
 int EntriesBelow(const std::string& dir) {

@@ -98,15 +98,6 @@ bool Alive(int pid);
 // Live processes whose command line mentions `needle` (e.g. a job id).
 int ProcessesMentioning(const std::string& needle);
 
-// S6: values full of shell metacharacters, each of which would create a
-// file under `marker_dir` (or start `sleep 1234`) if any shell ever
-// evaluated it. Sent as NCCL_RINGMASTER_S6_<i> (HostileEnvName).
-std::vector<std::string> HostileValues(const std::string& marker_dir);
-std::string HostileEnvName(size_t i);
-// How many of `values` rank 0 saw byte for byte (its NCCL_* environment is
-// in each result's provenance).
-int ValuesSeenExactly(const v1::Result& result,
-                      const std::vector<std::string>& values);
 // Files and folders below `dir` (0 when it is missing).
 int EntriesBelow(const std::string& dir);
 

@@ -91,28 +91,12 @@ netns_run() {
 # node r / RANKS_PER_NODE + 1) and meet through the coordinator, which must
 # run with --launcher external.
 netns_run_bootstrap() {
-  local plan=$1 per_node=$2 job token np r
-  "$bin/ringmaster" submit "${client[@]}" --backend host --json "$plan" > "$work/submit.out"
-  job=$(tail -1 "$work/submit.out")
-  token=$(head -1 "$work/submit.out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["worker_token"])')
-  np=$(head -1 "$work/submit.out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["nranks"])')
-  echo "job $job: $np ranks started without mpirun"
-  local addr=${client[1]} pids=()
-  for r in $(seq 0 $((np - 1))); do
-    local node=$((r / per_node + 1))
-    # shellcheck disable=SC2016  # expanded by the inner bash
-    ip netns exec "$RM_NET_TAG-node$node" unshare --uts bash -c \
-      'hostname "$1"; shift; exec "$@"' agent "node$node" \
-      env RINGMASTER_TOKEN="$token" RINGMASTER_TLS_CA="$work/ca.pem" \
-      "$bin/ringmaster-worker" run --bootstrap --coordinator "$addr" \
-      --job "$job" --rank "$r" --world-size "$np" --backend host \
-      > "$work/rank$r.log" 2>&1 &
-    pids+=($!)
-  done
+  netns_start_external bootstrap "$1" "" "$2"
+  echo "job $job: ${#pids[@]} ranks started without mpirun"
   if ! timeout 300 "$bin/ringmaster" watch "${client[@]}" "$job"; then
     echo "FAIL: the job did not succeed"
     cat "$work/serve.log"
-    tail -5 "$work"/rank*.log
+    tail -5 "$work"/bootstrap.rank*.log
     exit 1
   fi
   wait "${pids[@]}" || echo "note: a rank exited non-zero after the job ended"
@@ -120,21 +104,26 @@ netns_run_bootstrap() {
   "$bin/ringmaster" results "${client[@]}" "$job" --format jsonl > "$work/results.jsonl"
 }
 
-# netns_start_external NAME PLAN NP [ADDRESS]: submits PLAN for NP ranks
-# (the coordinator runs --launcher external) and starts rank r in node
-# r+1 with `ringmaster-worker run --bootstrap`, talking to ADDRESS
-# (default: the coordinator itself; e.g. a proxy in front of it). Sets job
-# and pids; rank logs in $work/NAME.rank<r>.log.
+# netns_start_external NAME PLAN [NP] [RANKS_PER_NODE] [ADDRESS]: submits
+# PLAN (for NP ranks; empty: as the plan says) to a coordinator that runs
+# --launcher external and starts every rank with `ringmaster-worker run
+# --bootstrap`, rank r in node r / RANKS_PER_NODE + 1 (default 1 rank per
+# node), talking to ADDRESS (default: the coordinator itself; e.g. a proxy
+# in front of it). Sets job and pids; rank logs in $work/NAME.rank<r>.log.
 netns_start_external() {
-  local name=$1 plan=$2 np=$3 addr=${4:-${client[1]}} token r
-  "$bin/ringmaster" submit "${client[@]}" --backend host --np "$np" --json "$plan" > "$work/$name.submit"
+  local name=$1 plan=$2 np=${3:-} per_node=${4:-1} addr=${5:-${client[1]}} token r node
+  local sizing=()
+  [ -n "$np" ] && sizing=(--np "$np")
+  "$bin/ringmaster" submit "${client[@]}" --backend host "${sizing[@]}" --json "$plan" > "$work/$name.submit"
   job=$(tail -1 "$work/$name.submit")
   token=$(head -1 "$work/$name.submit" | python3 -c 'import json,sys; print(json.load(sys.stdin)["worker_token"])')
+  np=$(head -1 "$work/$name.submit" | python3 -c 'import json,sys; print(json.load(sys.stdin)["nranks"])')
   pids=()
   for r in $(seq 0 $((np - 1))); do
+    node=$((r / per_node + 1))
     # shellcheck disable=SC2016  # expanded by the inner bash
-    ip netns exec "$RM_NET_TAG-node$((r + 1))" unshare --uts bash -c \
-      'hostname "$1"; shift; exec "$@"' agent "node$((r + 1))" \
+    ip netns exec "$RM_NET_TAG-node$node" unshare --uts bash -c \
+      'hostname "$1"; shift; exec "$@"' agent "node$node" \
       env RINGMASTER_TOKEN="$token" RINGMASTER_TLS_CA="$work/ca.pem" \
       "$bin/ringmaster-worker" run --bootstrap --coordinator "$addr" \
       --job "$job" --rank "$r" --world-size "$np" --backend host \

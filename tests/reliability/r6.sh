@@ -30,7 +30,7 @@ trap r6_cleanup EXIT
 NETNS_HEARTBEAT=15 netns_serve --launcher external
 plan=$root/tests/plans/narrow-link.yaml
 
-# run_job NAME [ADDRESS]: one job of 2 external ranks; prints
+# run_job NAME PLAN NP PER_NODE [ADDRESS]: one job of external ranks; prints
 # "STATE RESULTS SECONDS RANK_EXIT_CODES".
 run_job() {
   local t0 t1 codes="" p
@@ -53,7 +53,7 @@ python3 "$root/tests/reliability/delay-proxy.py" "198.18.0.1:$proxy_port" \
   "198.18.0.1:$port" "$DELAY_MS" > "$work/proxy.log" 2>&1 &
 proxy_pid=$!
 for _ in $(seq 50); do grep -q listening "$work/proxy.log" && break; sleep 0.1; done
-read -r delay_state delay_results delay_s delay_codes < <(run_job delayed "$plan" 2 "198.18.0.1:$proxy_port")
+read -r delay_state delay_results delay_s delay_codes < <(run_job delayed "$plan" 2 1 "198.18.0.1:$proxy_port")
 
 deadline_errors=$(cat "$work/serve.log" "$work"/narrow.rank*.log "$work"/delayed.rank*.log |
   grep -c -i -E "deadline_exceeded|deadline exceeded" || true)
