@@ -15,14 +15,18 @@
 
 namespace {
 
-std::string& Root() {
-  static std::string root = [] {
+const std::string& Root() {
+  // Never destroyed: the exit handler that removes the tree reads it.
+  static const std::string* root = [] {
     char tmpl[] = "/tmp/ringmaster-fuzz-path-XXXXXX";
     const char* made = mkdtemp(tmpl);
     if (!made) abort();
-    return std::string(made);
+    auto* path = new std::string(made);
+    // Removed with the process (libFuzzer ends with exit()).
+    std::atexit([] { std::filesystem::remove_all(Root()); });
+    return path;
   }();
-  return root;
+  return *root;
 }
 
 }  // namespace

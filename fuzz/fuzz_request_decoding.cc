@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -48,12 +49,20 @@ void NewJob(World* w) {
   (void)w->manager->MarkLaunching(w->job_id, 0);
 }
 
+std::string& ScratchDir() {
+  static std::string dir;
+  return dir;
+}
+
 World& TheWorld() {
   static World* w = [] {
     auto* world = new World();
     char tmpl[] = "/dev/shm/ringmaster-fuzz-XXXXXX";
     const char* dir = mkdtemp(tmpl);
     if (!dir) abort();
+    ScratchDir() = dir;
+    // The store goes with the process (libFuzzer ends with exit()).
+    std::atexit([] { std::filesystem::remove_all(ScratchDir()); });
     auto store = Store::Open(std::string(dir) + "/fuzz.db");
     if (!store.ok()) abort();
     world->store = std::move(*store);
