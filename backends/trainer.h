@@ -33,6 +33,13 @@ struct StepTiming {
   // and reduces the bytes inside those calls, so it delays backward.
   double comm_in_backward_s = 0;
   double loss = 0;  // this rank's loss (mean over its shard)
+  // schedule: pipelined. Steps overlap (the next forward starts while this
+  // step's last buckets are reduced): step_s runs from this step's forward
+  // to the next one's, and comm_in_backward_s is the time its forward
+  // waited for the previous step's updates (communication, or a slower
+  // peer: the runner attributes the part explained by the ranks' backward
+  // ends to skew).
+  bool pipelined = false;
 };
 
 class Trainer {

@@ -31,12 +31,13 @@ constexpr const char* kTopKeys[] = {"name",  "description",    "ranks",
 constexpr const char* kVariantKeys[] = {"name", "env", "ceiling",
                                         "description"};
 constexpr const char* kCaseKeys[] = {
-    "name",   "collective",  "sizes",     "dtypes",  "ops",    "placement",
-    "root",   "verify",      "backend",   "timing",  "ladder", "bench",
-    "method", "direction",   "traffic",   "pattern", "memory", "path",
-    "shapes", "model",       "optimizer", "lr",      "bucket", "overlap",
-    "steps",  "check_steps", "scaling",   "comm",    "mode",   "slow_ratio",
-    "members"};
+    "name",        "collective", "sizes",          "dtypes",    "ops",
+    "placement",   "root",       "verify",         "backend",   "timing",
+    "ladder",      "bench",      "method",         "direction", "traffic",
+    "pattern",     "memory",     "path",           "shapes",    "model",
+    "optimizer",   "lr",         "bucket",         "overlap",   "steps",
+    "check_steps", "scaling",    "comm",           "mode",      "slow_ratio",
+    "members",     "schedule",   "deferred_layers"};
 constexpr const char* kModelKeys[] = {"layers", "hidden", "batch"};
 constexpr const char* kTimingKeys[] = {"warmup",
                                        "min_samples",
@@ -540,9 +541,12 @@ class PlanParser {
       return spec;
     }
     for (const char* key :
-         {"method", "direction", "traffic", "pattern", "memory", "path",
-          "shapes", "model", "optimizer", "lr", "bucket", "overlap", "steps",
-          "check_steps", "scaling", "comm", "mode", "slow_ratio", "members"}) {
+         {"method",         "direction",   "traffic", "pattern",
+          "memory",         "path",        "shapes",  "model",
+          "optimizer",      "lr",          "bucket",  "overlap",
+          "steps",          "check_steps", "scaling", "comm",
+          "mode",           "slow_ratio",  "members", "schedule",
+          "deferred_layers"}) {
       YAML::Node n = get(key, &f);
       if (n) {
         return Error(n, f,
@@ -754,9 +758,9 @@ class PlanParser {
     const v1::Bench bench = spec->bench();
     const std::string bname(BenchName(bench));
     if (bench == v1::BENCH_TRAIN) return ParseTrainCase(node, get, spec);
-    for (const char* key :
-         {"model", "optimizer", "lr", "bucket", "overlap", "steps",
-          "check_steps", "scaling", "comm", "mode"}) {
+    for (const char* key : {"model", "optimizer", "lr", "bucket", "overlap",
+                            "steps", "check_steps", "scaling", "comm", "mode",
+                            "schedule", "deferred_layers"}) {
       YAML::Node n = get(key, &f);
       if (n)
         return Error(
@@ -1104,10 +1108,32 @@ class PlanParser {
       }
       t->set_comm(v);
     }
+    t->set_schedule("ddp");
+    if (YAML::Node sch = get("schedule", &f)) {
+      std::string v = sch.IsScalar() ? absl::AsciiStrToLower(sch.Scalar()) : "";
+      if (v != "ddp" && v != "pipelined") {
+        return Error(
+            sch, f,
+            absl::StrFormat("expected ddp or pipelined, got %s", Show(sch)));
+      }
+      t->set_schedule(v);
+    }
+    if (YAML::Node dl = get("deferred_layers", &f)) {
+      if (t->schedule() != "pipelined") {
+        return Error(dl, f, "only with schedule: pipelined");
+      }
+      RM_ASSIGN_OR_RETURN(int64_t v, Int(dl, f, 1, layers));
+      t->set_deferred_layers(static_cast<int32_t>(v));
+    }
     if (YAML::Node ov = get("overlap", &f)) {
       RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(ov, f));
       for (const auto& item : items) {
         RM_ASSIGN_OR_RETURN(bool v, Bool(item, f));
+        if (!v && t->schedule() == "pipelined") {
+          return Error(item, f,
+                       "schedule: pipelined always overlaps; overlap: false "
+                       "is the ddp schedule's comparison");
+        }
         spec->add_overlap(v);
       }
     } else {

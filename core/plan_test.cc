@@ -235,6 +235,27 @@ INSTANTIATE_TEST_SUITE_P(
                 "name: x\ncases:\n  - name: a\n    bench: train\n"
                 "    model: {layers: 2, hidden: 4, batch: 2}\n    comm: gloo\n",
                 "bad.yaml:6: cases[0].comm:", "nccl or ce"},
+        BadPlan{"train_bad_schedule",
+                "name: x\ncases:\n  - name: a\n    bench: train\n"
+                "    model: {layers: 2, hidden: 4, batch: 2}\n"
+                "    schedule: zero\n",
+                "bad.yaml:6: cases[0].schedule:", "ddp or pipelined"},
+        BadPlan{"train_pipelined_without_overlap",
+                "name: x\ncases:\n  - name: a\n    bench: train\n"
+                "    model: {layers: 2, hidden: 4, batch: 2}\n"
+                "    schedule: pipelined\n    overlap: [true, false]\n",
+                "bad.yaml:7: cases[0].overlap:", "always overlaps"},
+        BadPlan{"train_deferred_without_pipelined",
+                "name: x\ncases:\n  - name: a\n    bench: train\n"
+                "    model: {layers: 2, hidden: 4, batch: 2}\n"
+                "    deferred_layers: 1\n",
+                "bad.yaml:6: cases[0].deferred_layers:",
+                "only with schedule: pipelined"},
+        BadPlan{"train_deferred_beyond_layers",
+                "name: x\ncases:\n  - name: a\n    bench: train\n"
+                "    model: {layers: 2, hidden: 4, batch: 2}\n"
+                "    schedule: pipelined\n    deferred_layers: 3\n",
+                "bad.yaml:7: cases[0].deferred_layers:", "in [1, 2]"},
         BadPlan{"train_key_on_p2p",
                 "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 8B, "
                 "optimizer: sgd}\n",
@@ -371,6 +392,15 @@ cases:
   EXPECT_EQ(d->cases(0).train().steps(), 20);
   EXPECT_EQ(d->cases(0).dtypes(0), v1::FLOAT32);
   EXPECT_EQ(d->cases(0).train().comm(), "nccl");
+  EXPECT_EQ(d->cases(0).train().schedule(), "ddp");
+  EXPECT_EQ(d->cases(0).train().deferred_layers(), 0);
+  auto pipe = ParsePlanYaml(
+      "name: x\ncases:\n  - {name: m, bench: train, schedule: pipelined, "
+      "deferred_layers: 3, model: {layers: 8, hidden: 4, batch: 2}}\n",
+      "p.yaml");
+  ASSERT_TRUE(pipe.ok()) << pipe.status();
+  EXPECT_EQ(pipe->cases(0).train().schedule(), "pipelined");
+  EXPECT_EQ(pipe->cases(0).train().deferred_layers(), 3);
   // Modes and a batch sweep expand; inference takes one overlap setting.
   auto sweep = ParsePlanYaml(
       "name: x\ncases:\n  - {name: m, bench: train, mode: [train, inference], "

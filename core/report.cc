@@ -461,10 +461,16 @@ std::string BenchLabel(const v1::Case& c) {
         break;
       }
       parts.push_back(absl::StrFormat(
-          "L%d H%d B%d%s %s %s %s, bucket %s%s", t.layers(), t.hidden(),
+          "L%d H%d B%d%s %s %s %s, bucket %s%s%s", t.layers(), t.hidden(),
           t.batch(), t.strong() ? " global" : "/rank", DataTypeName(c.dtype()),
-          t.optimizer(), t.overlap() ? "overlap" : "no-overlap",
-          FormatBytes(t.bucket_bytes()), t.comm() == "ce" ? ", comm ce" : ""));
+          t.optimizer(),
+          t.schedule() == "pipelined" ? "pipelined"
+          : t.overlap()               ? "overlap"
+                                      : "no-overlap",
+          FormatBytes(t.bucket_bytes()), t.comm() == "ce" ? ", comm ce" : "",
+          t.schedule() == "pipelined" && t.deferred_layers() > 0
+              ? absl::StrFormat(", %d deferred", t.deferred_layers())
+              : ""));
       break;
     }
     default:

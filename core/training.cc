@@ -1,5 +1,6 @@
 #include "core/training.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace ringmaster {
@@ -32,6 +33,23 @@ std::vector<std::vector<int>> GradientBuckets(int layers,
     filled += bytes_per_layer;
   }
   return buckets;
+}
+
+std::vector<std::vector<int>> PipelinedBuckets(int layers, int deferred,
+                                               int64_t bytes_per_layer,
+                                               int64_t cap_bytes) {
+  deferred = std::clamp(deferred, 0, layers);
+  std::vector<std::vector<int>> out =
+      GradientBuckets(layers - deferred, bytes_per_layer, cap_bytes);
+  for (auto& b : out) {
+    for (int& l : b) l += deferred;
+  }
+  std::vector<std::vector<int>> lower =
+      GradientBuckets(deferred, bytes_per_layer, cap_bytes);
+  for (auto it = lower.rbegin(); it != lower.rend(); ++it) {
+    out.emplace_back(it->rbegin(), it->rend());
+  }
+  return out;
 }
 
 double WeakEfficiency(double t1, double tn) { return tn > 0 ? t1 / tn : 0; }

@@ -40,6 +40,15 @@ std::vector<std::vector<int>> GradientBuckets(int layers,
                                               int64_t bytes_per_layer,
                                               int64_t cap_bytes);
 
+// schedule: pipelined. The upper layers (deferred..layers-1) in backward
+// order, grouped as GradientBuckets does; then the lower `deferred` layers
+// lowest first (their weight gradients are computed after the
+// input-gradient chain, in the order the next forward needs them). Every
+// bucket holds consecutive layers.
+std::vector<std::vector<int>> PipelinedBuckets(int layers, int deferred,
+                                               int64_t bytes_per_layer,
+                                               int64_t cap_bytes);
+
 // Weak scaling: T(1) / T(n); strong scaling: T(1) / (n * T(n)).
 double WeakEfficiency(double t1, double tn);
 double StrongEfficiency(double t1, double tn, int n);

@@ -38,6 +38,34 @@ TEST(Training, BucketsFollowBackwardOrderAndCap) {
   EXPECT_EQ(big[0], (std::vector<int>{2}));
 }
 
+TEST(Training, PipelinedBucketsUpperDescendingThenLowerAscending) {
+  // 8 layers of 10 MiB, 5 deferred, cap 25 MiB: upper {7, 6}, {5};
+  // lower, lowest first: GradientBuckets(5) is {4,3},{2,1},{0}, so {0},
+  // {1, 2}, {3, 4}.
+  auto b = PipelinedBuckets(8, 5, 10 << 20, 25 << 20);
+  ASSERT_EQ(b.size(), 5u);
+  EXPECT_EQ(b[0], (std::vector<int>{7, 6}));
+  EXPECT_EQ(b[1], (std::vector<int>{5}));
+  EXPECT_EQ(b[2], (std::vector<int>{0}));
+  EXPECT_EQ(b[3], (std::vector<int>{1, 2}));
+  EXPECT_EQ(b[4], (std::vector<int>{3, 4}));
+  // Every layer exactly once, whatever the split.
+  for (int k = 0; k <= 9; ++k) {
+    std::vector<int> seen(8, 0);
+    for (const auto& bucket : PipelinedBuckets(8, k, 128 << 20, 25 << 20)) {
+      ASSERT_EQ(bucket.size(), 1u);
+      ++seen[bucket[0]];
+    }
+    EXPECT_EQ(seen, std::vector<int>(8, 1)) << k;
+  }
+  // None deferred: DDP's buckets.
+  EXPECT_EQ(PipelinedBuckets(4, 0, 10 << 20, 25 << 20),
+            GradientBuckets(4, 10 << 20, 25 << 20));
+  // All deferred: lowest first.
+  auto all = PipelinedBuckets(3, 3, 128 << 20, 25 << 20);
+  EXPECT_EQ(all, (std::vector<std::vector<int>>{{0}, {1}, {2}}));
+}
+
 TEST(Training, DeterministicDataAndWeightScale) {
   EXPECT_EQ(TrainInput(5, 7), TrainInput(5, 7));
   EXPECT_NE(TrainInput(5, 7), TrainInput(7, 5));

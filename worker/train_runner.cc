@@ -119,10 +119,18 @@ v1::Result RunTrainInner(const v1::Case& c, Trainer& trainer,
       if (!all.ok()) return all.status();
       return (*all)[slow];
     };
+    double my_skew = last_gradient - t->backward_end_at;
+    double my_exposed =
+        t->comm_in_backward_s + std::max(0.0, t->comm_done_at - last_gradient);
+    if (t->pipelined) {
+      // The waits are the whole non-compute time: a peer that finished
+      // backward later explains part of them.
+      my_skew = std::clamp(my_skew, 0.0, t->comm_in_backward_s);
+      my_exposed = t->comm_in_backward_s - my_skew;
+    }
     auto compute = pick(t->compute_s);
-    auto skew = pick(last_gradient - t->backward_end_at);
-    auto exposed = pick(t->comm_in_backward_s +
-                        std::max(0.0, t->comm_done_at - last_gradient));
+    auto skew = pick(my_skew);
+    auto exposed = pick(my_exposed);
     auto busy = pick(t->comm_busy_s);
     for (const auto* v : {&compute, &skew, &exposed, &busy}) {
       if (!AllRanksOk(v->status(), control, &result)) return result;

@@ -90,6 +90,21 @@ struct CudaTrainer::Impl {
   bool split_first_ = false;
   Gemm dw_chunk_;
 
+  // schedule: pipelined (StepPipelined). Buckets from PipelinedBuckets;
+  // per bucket the event "its layers are updated" (the next forward waits
+  // for it) and "its gradients may be overwritten" (the peer has read
+  // them; the next backward waits for it). Per step parity: the event at
+  // the start of the step's forward, and around each wait in that forward.
+  bool pipelined_ = false;
+  int deferred_ = 0;
+  std::vector<int> bucket_of_;
+  std::vector<cudaEvent_t> updated_, grads_free_;
+  std::vector<cudaEvent_t> mark_, wait_pre_, wait_post_, comm_span_;
+  std::vector<char> waited_;  // [parity * L + layer]
+  int parity_ = 0;            // the parity of the step whose forward is next
+  bool forward_queued_ = false;
+  bool updates_pending_ = false;
+
   explicit Impl(Control& c) : control(c) {}
   ~Impl() {
     cudaSetDevice(device_);
@@ -98,7 +113,10 @@ struct CudaTrainer::Impl {
     for (auto e : {start_, bwd_end_, joined_, end_, comm_first_, comm_done_}) {
       if (e) cudaEventDestroy(e);
     }
-    for (auto e : bucket_ready_) cudaEventDestroy(e);
+    for (auto* v : {&bucket_ready_, &updated_, &grads_free_, &mark_, &wait_pre_,
+                    &wait_post_, &comm_span_}) {
+      for (auto e : *v) cudaEventDestroy(e);
+    }
     if (comm_) ncclCommDestroy(comm_);
     if (lt_) cublasLtDestroy(lt_);
     cudaFree(workspace_);
@@ -148,12 +166,17 @@ struct CudaTrainer::Impl {
     }
     RM_LT(cublasLtCreate(&lt_));
     RM_CU(cudaMalloc(&workspace_, workspace_size_));
-    if (size_ > 1) {
-      ncclUniqueId id;
-      if (rank_ == 0) RM_NC(ncclGetUniqueId(&id));
-      if (auto s = control.Broadcast(&id, sizeof id, 0); !s.ok()) return s;
-      RM_NC(ncclCommInitRank(&comm_, size_, id, rank_));
-    }
+    return absl::OkStatus();
+  }
+
+  // The NCCL communicator, on first need (collective: every rank prepares
+  // the same case). comm: ce needs none.
+  absl::Status EnsureNccl() {
+    if (size_ < 2 || comm_ != nullptr) return absl::OkStatus();
+    ncclUniqueId id;
+    if (rank_ == 0) RM_NC(ncclGetUniqueId(&id));
+    if (auto s = control.Broadcast(&id, sizeof id, 0); !s.ok()) return s;
+    RM_NC(ncclCommInitRank(&comm_, size_, id, rank_));
     return absl::OkStatus();
   }
 
@@ -279,9 +302,30 @@ struct CudaTrainer::Impl {
     if (auto s = MakeGemm(&dx_, CUBLAS_OP_N, CUBLAS_OP_N, H, B, H, H, H, H, B);
         !s.ok())
       return s;
-    buckets_ = GradientBuckets(L, Layer(), spec_.bucket_bytes());
-    split_first_ = size_ > 1 && spec_.overlap() &&
+    pipelined_ = spec_.schedule() == "pipelined" && !spec_.inference();
+    deferred_ = spec_.deferred_layers() > 0
+                    ? std::min(spec_.deferred_layers(), L)
+                    : std::max(1, L / 2);
+    buckets_ = pipelined_ ? PipelinedBuckets(L, deferred_, Layer(),
+                                             spec_.bucket_bytes())
+                          : GradientBuckets(L, Layer(), spec_.bucket_bytes());
+    split_first_ = !pipelined_ && size_ > 1 && spec_.overlap() &&
                    buckets_.back().size() == 1 && H % (8 * kSplit) == 0;
+    bucket_of_.assign(L, 0);
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      for (int l : buckets_[b]) bucket_of_[l] = static_cast<int>(b);
+    }
+    if (auto s = Events(&updated_, buckets_.size(), false); !s.ok()) return s;
+    if (auto s = Events(&grads_free_, buckets_.size(), false); !s.ok())
+      return s;
+    if (auto s = Events(&mark_, 2, true); !s.ok()) return s;
+    if (auto s = Events(&comm_span_, 4, true); !s.ok()) return s;
+    if (auto s = Events(&wait_pre_, 2 * L, true); !s.ok()) return s;
+    if (auto s = Events(&wait_post_, 2 * L, true); !s.ok()) return s;
+    waited_.assign(2 * L, 0);
+    parity_ = 0;
+    forward_queued_ = false;
+    updates_pending_ = false;
     if (split_first_) {
       // G[:, chunk] = A dZ[chunk, :]^T: dZ's rows o0..o1 (ld H), G's columns.
       if (auto s =
@@ -300,8 +344,21 @@ struct CudaTrainer::Impl {
     seq_ = 0;
     if (ce_) {
       if (auto s = PrepareCe(); !s.ok()) return s;
+    } else if (auto s = EnsureNccl(); !s.ok()) {
+      return s;
     }
     RM_CU(cudaStreamSynchronize(compute_));
+    return absl::OkStatus();
+  }
+
+  // At least n events in *v (timing or not); kept across cases.
+  absl::Status Events(std::vector<cudaEvent_t>* v, size_t n, bool timing) {
+    while (v->size() < n) {
+      cudaEvent_t e;
+      RM_CU(cudaEventCreateWithFlags(
+          &e, timing ? cudaEventDefault : cudaEventDisableTiming));
+      v->push_back(e);
+    }
     return absl::OkStatus();
   }
 
@@ -414,8 +471,181 @@ struct CudaTrainer::Impl {
                        static_cast<int>(k));
   }
 
+  // The optimizer on gradient elements [off, off + count) (after their
+  // all-reduce: the mean is scale * sum).
+  absl::Status Update(int64_t off, int64_t count, cudaStream_t s) {
+    const float scale = 1.0f / static_cast<float>(size_);
+    const float lr = static_cast<float>(spec_.lr());
+    void* w = static_cast<char*>(w_) + off * elem_;
+    const void* g = static_cast<const char*>(g_) + off * elem_;
+    if (spec_.optimizer() == "adam") {
+      const float c1 = 1.0f - std::pow(0.9f, step_),
+                  c2 = 1.0f - std::pow(0.999f, step_);
+      RM_CU(LaunchAdam(w, g, m_ + off, v_ + off, count, lr, scale, c1, c2, s));
+    } else {
+      RM_CU(LaunchSgd(w, g, count, lr, scale, s));
+    }
+    return absl::OkStatus();
+  }
+
+  // schedule: pipelined. Bucket b's gradients exist (compute stream): on
+  // the communication stream, all-reduce them, update their layers, and
+  // mark both; the last bucket closes the step's communication span.
+  absl::Status ReduceAndUpdate(size_t b, int par) {
+    const std::vector<int>& layers = buckets_[b];
+    const int64_t hh = spec_.hidden() * spec_.hidden();
+    const int lo = *std::min_element(layers.begin(), layers.end());
+    const int64_t off = lo * hh,
+                  count = static_cast<int64_t>(layers.size()) * hh;
+    RM_CU(cudaEventRecord(bucket_ready_[b], compute_));
+    RM_CU(cudaStreamWaitEvent(comm_stream_, bucket_ready_[b], 0));
+    if (b == 0) RM_CU(cudaEventRecord(comm_span_[2 * par], comm_stream_));
+    if (size_ > 1) {
+      if (ce_) {
+        if (auto s = CeReduce(off, count, static_cast<int>(b)); !s.ok())
+          return s;
+      } else {
+        void* p = static_cast<char*>(g_) + off * elem_;
+        RM_NC(ncclAllReduce(p, p, count, ncclBfloat16, ncclSum, comm_,
+                            comm_stream_));
+      }
+    }
+    if (auto s = Update(off, count, comm_stream_); !s.ok()) return s;
+    RM_CU(cudaEventRecord(updated_[b], comm_stream_));
+    if (b + 1 == buckets_.size()) {
+      RM_CU(cudaEventRecord(comm_span_[2 * par + 1], comm_stream_));
+    }
+    // comm: ce: the peer reads our reduced half until it signals "done".
+    if (ce_) {
+      RM_CU(LaunchWaitFlag(flags_ + 3 * b + 2, seq_, comm_stream_));
+    }
+    RM_CU(cudaEventRecord(grads_free_[b], comm_stream_));
+    return absl::OkStatus();
+  }
+
+  // schedule: pipelined. Queues a step's forward on the compute stream:
+  // each bucket's first layer waits for the previous step's update of that
+  // bucket (timed by events around the wait).
+  absl::Status QueueForward() {
+    const int L = spec_.layers();
+    const int64_t n = batch_ * spec_.hidden();
+    const int par = parity_;
+    RM_CU(cudaEventRecord(mark_[par], compute_));
+    for (int l = 0; l < L; ++l) {
+      const int b = bucket_of_[l];
+      const auto& layers = buckets_[b];
+      const bool first = l == *std::min_element(layers.begin(), layers.end());
+      waited_[par * L + l] = updates_pending_ && first;
+      if (waited_[par * L + l]) {
+        RM_CU(cudaEventRecord(wait_pre_[par * L + l], compute_));
+        RM_CU(cudaStreamWaitEvent(compute_, updated_[b], 0));
+        RM_CU(cudaEventRecord(wait_post_[par * L + l], compute_));
+      }
+      if (auto s = Run(fwd_, W(l), a_[l], z_[l]); !s.ok()) return s;
+      RM_CU(LaunchGeluForward(z_[l], a_[l + 1], n, compute_));
+    }
+    return absl::OkStatus();
+  }
+
+  // Before backward writes bucket b's gradients: the previous step's
+  // reduction has let go of them.
+  absl::Status GradientsFree(int b) {
+    if (updates_pending_)
+      RM_CU(cudaStreamWaitEvent(compute_, grads_free_[b], 0));
+    return absl::OkStatus();
+  }
+
+  // schedule: pipelined. The loss, backward (upper layers in DDP's order,
+  // then the lower layers' input-gradient chain, then their weight
+  // gradients lowest first), each bucket reduced and updated as soon as it
+  // exists; then the next step's forward is queued and this step ends when
+  // the compute stream reaches it. The step is the time between the two
+  // forwards' starts; what its forward waited for the previous step's
+  // updates is returned as communication.
+  absl::StatusOr<StepTiming> StepPipelined() {
+    const int L = spec_.layers();
+    const int64_t H = spec_.hidden(), B = batch_, n = B * H;
+    ++seq_;
+    ++step_;
+    const int par = parity_;
+    if (!forward_queued_) {
+      if (auto s = QueueForward(); !s.ok()) return s;
+    }
+    RM_CU(cudaMemsetAsync(loss_, 0, sizeof(double), compute_));
+    RM_CU(
+        LaunchLossGrad(a_[L], da_, n, static_cast<double>(n), loss_, compute_));
+    auto last_of = [&](int l) {  // l completes its bucket (production order)
+      return buckets_[bucket_of_[l]].back() == l;
+    };
+    auto first_of = [&](int l) { return buckets_[bucket_of_[l]].front() == l; };
+    for (int l = L - 1; l >= deferred_; --l) {
+      RM_CU(LaunchGeluBackward(da_, z_[l], dz_, n, compute_));
+      if (first_of(l)) {
+        if (auto s = GradientsFree(bucket_of_[l]); !s.ok()) return s;
+      }
+      if (auto s = Run(dw_, a_[l], dz_, G(l)); !s.ok()) return s;
+      if (l > 0) {
+        if (auto s = Run(dx_, W(l), dz_, da_); !s.ok()) return s;
+      }
+      // After dX: the update rewrites W(l).
+      if (last_of(l)) {
+        if (auto s = ReduceAndUpdate(bucket_of_[l], par); !s.ok()) return s;
+      }
+    }
+    // The lower layers: dZ in place of Z (Z is dead once dZ exists), the
+    // input gradients down to layer 1, then the weight gradients.
+    for (int l = deferred_ - 1; l >= 0; --l) {
+      RM_CU(LaunchGeluBackward(da_, z_[l], z_[l], n, compute_));
+      if (l > 0) {
+        if (auto s = Run(dx_, W(l), z_[l], da_); !s.ok()) return s;
+      }
+    }
+    for (int l = 0; l < deferred_; ++l) {
+      if (first_of(l)) {
+        if (auto s = GradientsFree(bucket_of_[l]); !s.ok()) return s;
+      }
+      if (auto s = Run(dw_, a_[l], z_[l], G(l)); !s.ok()) return s;
+      if (last_of(l)) {
+        if (auto s = ReduceAndUpdate(bucket_of_[l], par); !s.ok()) return s;
+      }
+    }
+    updates_pending_ = true;
+    parity_ = 1 - par;
+    if (auto s = QueueForward(); !s.ok()) return s;  // the next step's
+    forward_queued_ = true;
+    RM_CU(cudaEventSynchronize(mark_[parity_]));
+    StepTiming t;
+    t.pipelined = true;
+    t.backward_end_at = t.comm_done_at = Now();
+    double loss = 0;
+    RM_CU(cudaMemcpy(&loss, loss_, sizeof loss, cudaMemcpyDeviceToHost));
+    auto ms = [](cudaEvent_t a, cudaEvent_t b) {
+      float v = 0;
+      cudaEventElapsedTime(&v, a, b);
+      return v / 1e3;
+    };
+    t.step_s = ms(mark_[par], mark_[parity_]);
+    double waits = 0;
+    for (int l = 0; l < L; ++l) {
+      if (waited_[par * L + l]) {
+        waits += ms(wait_pre_[par * L + l], wait_post_[par * L + l]);
+      }
+    }
+    t.comm_in_backward_s = std::min(waits, t.step_s);
+    t.compute_s = t.step_s - t.comm_in_backward_s;
+    // The previous step's reduction span (this one's is still running).
+    const int prev = parity_;
+    if (step_ > 1 && cudaEventQuery(comm_span_[2 * prev + 1]) == cudaSuccess) {
+      t.comm_busy_s = ms(comm_span_[2 * prev], comm_span_[2 * prev + 1]);
+    }
+    cudaGetLastError();  // a not-ready query is not an error
+    t.loss = loss / static_cast<double>(n);
+    return t;
+  }
+
   absl::StatusOr<StepTiming> Step() {
     RM_CU(cudaSetDevice(device_));
+    if (pipelined_) return StepPipelined();
     const int L = spec_.layers();
     const int64_t H = spec_.hidden(), B = batch_, n = B * H;
     StepTiming t;
@@ -534,10 +764,17 @@ absl::Status CudaTrainer::Prepare(const v1::Case& c, int64_t batch,
 }
 absl::StatusOr<StepTiming> CudaTrainer::Step() { return impl_->Step(); }
 std::string CudaTrainer::Describe() const {
-  if (impl_->size_ < 2) return "cuda (cuBLASLt bf16, one GPU)";
-  return impl_->ce_
-             ? "cuda (cuBLASLt bf16, copy-engine bucket reduction over NVLink)"
-             : "cuda (cuBLASLt bf16, NCCL buckets on a high-priority stream)";
+  const std::string sched =
+      impl_->pipelined_
+          ? absl::StrFormat("; pipelined, %d layers deferred", impl_->deferred_)
+          : "";
+  if (impl_->size_ < 2) return "cuda (cuBLASLt bf16, one GPU" + sched + ")";
+  return impl_->ce_ ? "cuda (cuBLASLt bf16, copy-engine bucket reduction over "
+                      "NVLink" +
+                          sched + ")"
+                    : "cuda (cuBLASLt bf16, NCCL buckets on a high-priority "
+                      "stream" +
+                          sched + ")";
 }
 
 }  // namespace ringmaster

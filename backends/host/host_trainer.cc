@@ -29,6 +29,11 @@ absl::Status HostTrainer::Prepare(const v1::Case& c, int64_t batch,
     return absl::UnimplementedError(
         "comm: ce reduces through GPU copy engines; not on the host");
   }
+  if (c.train().schedule() == "pipelined") {
+    return absl::UnimplementedError(
+        "schedule: pipelined runs on GPUs (streams and events); the host "
+        "trainer runs the ddp schedule");
+  }
   auto local = comm_.RanksOnHost();
   if (!local.ok()) return local.status();
   const Blas* blas = LoadBlas();
