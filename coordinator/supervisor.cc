@@ -587,14 +587,26 @@ std::optional<Outcome> JobSupervisor::Decide() {
       if (key(r) < key(*culprit)) culprit = &r;
     }
     if (culprit) {
+      // Ahead of the culprit, the others wait in a case it never entered.
+      int64_t furthest = culprit->entered_seq;
+      for (const RankStatus& r : ranks) {
+        if (!r.final) furthest = std::max(furthest, r.entered_seq);
+      }
+      const std::string where =
+          furthest > culprit->entered_seq
+              ? absl::StrFormat(
+                    "rank %d last entered case %d (after %d operations) and "
+                    "never entered case %d, where the others wait",
+                    culprit->rank, culprit->entered_seq, culprit->ops, furthest)
+              : absl::StrFormat("rank %d is in case %d after %d operations",
+                                culprit->rank, culprit->entered_seq,
+                                culprit->ops);
       return Failed(MakeFailure(
           v1::RANK_HUNG, tie && ranks.size() > 1 ? -1 : culprit->rank,
           culprit->fingerprint.host(),
-          absl::StrFormat("no progress for %.1f s (op timeout %.0f s); "
-                          "rank %d is in case %d after %d operations%s",
+          absl::StrFormat("no progress for %.1f s (op timeout %.0f s); %s%s",
                           absl::ToDoubleSeconds(now - newest_progress),
-                          limits_.op_timeout_s, culprit->rank,
-                          culprit->entered_seq, culprit->ops,
+                          limits_.op_timeout_s, where,
                           tie ? "; every rank is at the same point" : "")));
     }
   }

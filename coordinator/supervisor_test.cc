@@ -130,6 +130,10 @@ TEST_F(SupervisorTest, StalledProgressNamesTheRankBehind) {
   ASSERT_TRUE(o.has_value());
   EXPECT_EQ(o->failure.reason(), v1::RANK_HUNG);
   EXPECT_EQ(o->failure.rank(), 1);
+  EXPECT_NE(o->failure.detail().find("rank 1 last entered case 1 (after 10 "
+                                     "operations) and never entered case 2"),
+            std::string::npos)
+      << o->failure.detail();
 }
 
 TEST_F(SupervisorTest, ProgressKeepsTheWatchdogAway) {
