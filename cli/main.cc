@@ -6,7 +6,8 @@
 //   ringmaster submit|status|watch|results|cancel ...  its clients
 //   ringmaster report RESULTS... [--html F]       tables, CSV, JSON Lines, HTML
 //   ringmaster compare BASE NEW                      noise-aware verdicts
-//   ringmaster version
+//   ringmaster verdict RESULTS... --rules F          pass/fail per
+//   node/GPU/pair ringmaster version
 #include <iostream>
 
 #include "CLI/CLI.hpp"
@@ -207,6 +208,26 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   compare->add_flag("--all", compare_opts.all,
                     "List unchanged measurements too");
+
+  ringmaster::VerdictCommandOptions verdict_opts;
+  auto* verdict = app.add_subcommand(
+      "verdict",
+      "Judge results against rules and references (expected values with "
+      "tolerances, speed-of-light shares, fleet medians, a baseline): pass "
+      "or fail per node, GPU and GPU pair with the evidence; exit 1 on any "
+      "failed check (docs/report.md, rules/ for examples)");
+  verdict
+      ->add_option("results", verdict_opts.inputs,
+                   "JSON Lines files or --out folders")
+      ->required();
+  verdict->add_option("--rules", verdict_opts.rules, "Rules file (YAML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  verdict->add_option("--baseline", verdict_opts.baseline,
+                      "Baseline results for baseline_within rules");
+  verdict->add_option("--format", verdict_opts.format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
 
   // The coordinator as a service.
   ringmaster::ServeOptions serve_opts;
@@ -484,6 +505,7 @@ int main(int argc, char** argv) {
   if (validate->parsed()) return ringmaster::ValidateCommand(validate_path);
   if (report->parsed()) return ringmaster::ReportCommand(report_opts);
   if (compare->parsed()) return ringmaster::CompareCommand(compare_opts);
+  if (verdict->parsed()) return ringmaster::VerdictCommand(verdict_opts);
   if (topo->parsed()) return ringmaster::TopoCommand(topo_opts);
   if (predict->parsed()) {
     if (predict_opts.plan.empty() && predict_opts.calibrate.empty()) {

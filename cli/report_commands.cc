@@ -9,6 +9,7 @@
 #include <set>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cli/run_command.h"
@@ -17,6 +18,7 @@
 #include "core/report.h"
 #include "core/result_io.h"
 #include "core/topology.h"
+#include "core/verdict.h"
 #include "nlohmann/json.hpp"
 
 namespace ringmaster {
@@ -214,6 +216,55 @@ int CompareCommand(const CompareCommandOptions& o) {
       counts[Verdict::kMissing], counts[Verdict::kAdded],
       regressed ? "REGRESSION" : "no regression");
   return regressed ? kExitJobFailed : kExitOk;
+}
+
+int VerdictCommand(const VerdictCommandOptions& o) {
+  auto rules = LoadRules(o.rules);
+  if (!rules.ok()) return Fail(std::string(rules.status().message()));
+  auto results = LoadResults(o.inputs);
+  if (!results.ok()) return Fail(std::string(results.status().message()));
+  if (results->empty())
+    return Fail("no results in " + absl::StrJoin(o.inputs, ", "));
+  std::vector<v1::Result> baseline;
+  if (!o.baseline.empty()) {
+    auto b = LoadResults(o.baseline);
+    if (!b.ok()) return Fail(std::string(b.status().message()));
+    baseline = std::move(*b);
+  } else if (rules->NeedsBaseline()) {
+    return Fail(o.rules +
+                ": a rule has baseline_within; give --baseline RESULTS");
+  }
+  const VerdictReport v = Evaluate(*rules, *results, baseline);
+  if (o.format == "json") {
+    nlohmann::json out;
+    out["rules"] = v.rules_name;
+    out["results"] = v.results;
+    out["skipped"] = v.skipped;
+    out["checks"] = v.findings.size();
+    out["failed"] = v.Failed();
+    out["unmatched_rules"] = v.unmatched_rules;
+    out["pass"] = v.Pass();
+    out["findings"] = nlohmann::json::array();
+    for (const Finding& f : v.findings) {
+      out["findings"].push_back(
+          {{"subject", f.subject},
+           {"kind", f.kind == SubjectKind::kGpu    ? "gpu"
+                    : f.kind == SubjectKind::kPair ? "pair"
+                                                   : "group"},
+           {"hosts", f.hosts},
+           {"rule", f.rule},
+           {"measurement", f.measurement},
+           {"metric", f.metric},
+           {"value", f.value},
+           {"expected", f.expected},
+           {"pass", f.pass}});
+    }
+    out["notes"] = v.notes;
+    std::cout << out.dump(1) << "\n";
+  } else {
+    std::cout << RenderVerdict(v);
+  }
+  return v.Pass() ? kExitOk : kExitJobFailed;
 }
 
 }  // namespace ringmaster

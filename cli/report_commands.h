@@ -1,6 +1,7 @@
 // `ringmaster report` (stored results as text, CSV, JSON Lines or one
-// self-contained HTML file with plots) and `ringmaster compare` (noise-aware
-// verdicts between two sets of results).
+// self-contained HTML file with plots), `ringmaster compare` (noise-aware
+// verdicts between two sets of results) and `ringmaster verdict` (rules and
+// references: pass/fail per node, GPU and pair).
 #ifndef RINGMASTER_CLI_REPORT_COMMANDS_H_
 #define RINGMASTER_CLI_REPORT_COMMANDS_H_
 
@@ -29,6 +30,16 @@ struct CompareCommandOptions {
 // Exit 0 when nothing got worse or failed, 1 when something did, 2 on bad
 // input.
 int CompareCommand(const CompareCommandOptions& options);
+
+struct VerdictCommandOptions {
+  std::vector<std::string> inputs;    // results: files or folders
+  std::string rules;                  // rules file (YAML, core/verdict.h)
+  std::vector<std::string> baseline;  // results for baseline_within rules
+  std::string format = "text";        // text or json
+};
+// Exit 0 when every check passed, 1 when one failed or a rule matched
+// nothing, 2 on bad input.
+int VerdictCommand(const VerdictCommandOptions& options);
 
 }  // namespace ringmaster
 

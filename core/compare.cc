@@ -15,10 +15,6 @@
 namespace ringmaster {
 namespace {
 
-double Median(std::vector<double> v) {
-  return v.empty() ? 0 : Quantile(std::move(v), 0.5);
-}
-
 struct Side {
   int results = 0;
   int failed = 0;

@@ -150,4 +150,8 @@ void StoreSamples(std::span<const double> samples, v1::Stats* stats) {
   for (size_t i = 0; i < keep; ++i) stats->add_samples_s(samples[i * n / keep]);
 }
 
+double Median(std::vector<double> samples) {
+  return samples.empty() ? 0 : Quantile(std::move(samples), 0.5);
+}
+
 }  // namespace ringmaster

@@ -43,6 +43,8 @@ double StudentT975(int df);
 
 // Quantile q in [0, 1] of `samples` by linear interpolation (type 7).
 double Quantile(std::vector<double> samples, double q);
+// Quantile 0.5; 0 for no samples.
+double Median(std::vector<double> samples);
 
 // Decides when a case has enough samples (Timing's fields).
 class StoppingRule {

@@ -19,10 +19,6 @@ namespace {
 
 constexpr double kFailed = std::numeric_limits<double>::infinity();
 
-double Median(std::vector<double> v) {
-  return v.empty() ? 0 : Quantile(std::move(v), 0.5);
-}
-
 v1::Result RunBenchInner(const v1::Case& c, NodeBench& bench,
                          Control& control) {
   v1::Result result;

@@ -1,0 +1,650 @@
+#include "core/verdict.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/compare.h"
+#include "core/names.h"
+#include "core/report.h"
+#include "core/stats.h"
+#include "core/units.h"
+
+namespace ringmaster {
+namespace {
+
+absl::Status Error(const std::string& file, const YAML::Node& node,
+                   const std::string& field, const std::string& what) {
+  const int line = node.Mark().is_null() ? 0 : node.Mark().line + 1;
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s:%d: %s: %s", file, line, field, what));
+}
+
+// "10%" or 0.1 -> 0.1; "80" or 80 -> 80 with `percent` false.
+absl::StatusOr<double> Number(const std::string& file, const YAML::Node& n,
+                              const std::string& field, bool fraction) {
+  std::string text = n.IsScalar() ? n.Scalar() : "";
+  bool pct = !text.empty() && text.back() == '%';
+  if (pct) text.pop_back();
+  double v = 0;
+  if (text.empty() || !absl::SimpleAtod(text, &v) || !(v >= 0)) {
+    return Error(file, n, field,
+                 fraction ? "expected a share such as 10% or 0.1"
+                          : "expected a number >= 0");
+  }
+  if (fraction && pct) v /= 100;
+  if (!fraction && pct) {
+    return Error(file, n, field, "expected a number (no %)");
+  }
+  return v;
+}
+
+bool LowerIsBetter(const v1::Result& r) {
+  return r.case_().bench() == v1::BENCH_LATENCY ||
+         r.case_().bench() == v1::BENCH_TRAIN;
+}
+
+// What the result measured, without who it was about (for fleet groups).
+std::string FleetKey(const v1::Result& r) {
+  const v1::Case& c = r.case_();
+  if (c.bench() == v1::BENCH_COLLECTIVE || c.bench() == v1::BENCH_TRAIN) {
+    return CompareKey(r);
+  }
+  std::string key = absl::StrFormat("%s: %s", c.spec_name(), BenchLabel(c));
+  if (c.bench() == v1::BENCH_GEMM) {
+    absl::StrAppendFormat(&key, " %dx%dx%d", c.gemm().m(), c.gemm().n(),
+                          c.gemm().k());
+  } else {
+    absl::StrAppend(&key, " ", FormatBytes(c.size_bytes()));
+  }
+  absl::StrAppendFormat(&key, ", %d ranks", r.nranks());
+  if (!c.variant().empty()) absl::StrAppend(&key, ", variant ", c.variant());
+  return key;
+}
+
+std::string Host(const v1::Result& r, int rank) {
+  const auto& hosts = r.provenance().hosts();
+  return rank >= 0 && rank < hosts.size() ? hosts[rank] : "?";
+}
+
+// One value about one subject.
+struct Observation {
+  SubjectKind kind;
+  std::string subject;
+  std::vector<std::string> hosts;
+  std::vector<int> ranks;
+  std::string measurement;  // FleetKey
+  std::string key;          // measurement + subject (baseline matching)
+  std::string metric;
+  double value = 0;
+  bool lower_better = false;
+};
+
+std::vector<Observation> Observe(const v1::Result& r) {
+  const v1::Case& c = r.case_();
+  std::vector<Observation> out;
+  Observation o;
+  o.measurement = FleetKey(r);
+  o.lower_better = LowerIsBetter(r);
+  switch (c.bench()) {
+    case v1::BENCH_COLLECTIVE:
+      o.metric = "GB/s";
+      o.value = r.busbw_gbps();
+      break;
+    case v1::BENCH_LATENCY:
+      o.metric = "ns";
+      o.value = r.latency_ns();
+      break;
+    case v1::BENCH_GEMM:
+      o.metric = "TFLOP/s";
+      o.value = r.tflops();
+      break;
+    case v1::BENCH_TRAIN:
+      o.metric = "ms";
+      o.value = r.stats().median_s() * 1e3;
+      break;
+    default:
+      o.metric = "GB/s";
+      o.value = r.bandwidth_gbps();
+      break;
+  }
+  auto group = [&] {
+    o.kind = SubjectKind::kGroup;
+    o.subject = absl::StrFormat("ranks 0-%d", r.nranks() - 1);
+    std::set<std::string> hosts;
+    for (int i = 0; i < r.nranks(); ++i) hosts.insert(Host(r, i));
+    o.hosts.assign(hosts.begin(), hosts.end());
+  };
+  auto gpu = [&](int rank) {
+    o.kind = SubjectKind::kGpu;
+    o.subject = absl::StrFormat("rank %d", rank);
+    o.hosts = {Host(r, rank)};
+    o.ranks = {rank};
+  };
+  if (c.bench() == v1::BENCH_COLLECTIVE || c.bench() == v1::BENCH_TRAIN ||
+      c.bench() == v1::BENCH_FIND_SLOW) {
+    group();
+  } else if (c.pattern() == v1::PAIR || c.bench() == v1::BENCH_LATENCY) {
+    o.kind = SubjectKind::kPair;
+    o.subject = absl::StrFormat("pair %d->%d", c.src_rank(), c.dst_rank());
+    o.ranks = {c.src_rank(), c.dst_rank()};
+    // In rank order; one host when both ends share it.
+    o.hosts = {Host(r, c.src_rank())};
+    if (Host(r, c.dst_rank()) != o.hosts[0]) {
+      o.hosts.push_back(Host(r, c.dst_rank()));
+    }
+  } else if (c.pattern() == v1::ONE_RANK || c.pattern() == v1::ONE_TO_ALL) {
+    gpu(c.src_rank());
+  } else if (c.pattern() == v1::ALL_TO_ONE) {
+    gpu(c.dst_rank());
+  } else if (c.pattern() == v1::ALL_RANKS && c.bench() != v1::BENCH_GEMM &&
+             r.rank_bandwidth_gbps_size() == r.nranks()) {
+    // Every rank at once: each rank's own bandwidth is about its GPU.
+    for (int i = 0; i < r.nranks(); ++i) {
+      gpu(i);
+      o.value = r.rank_bandwidth_gbps(i);
+      o.key = o.measurement + " @ " + o.subject;
+      out.push_back(o);
+    }
+    return out;
+  } else {
+    group();
+  }
+  o.key = o.measurement + " @ " + o.subject;
+  out.push_back(o);
+  return out;
+}
+
+std::string Fmt(double v) { return absl::StrFormat("%.4g", v); }
+
+}  // namespace
+
+bool RuleMatch::Matches(const v1::Result& r) const {
+  const v1::Case& c = r.case_();
+  if (!spec.empty() && c.spec_name() != spec) return false;
+  if (bench && c.bench() != *bench) return false;
+  if (collective &&
+      (c.bench() != v1::BENCH_COLLECTIVE || c.collective() != *collective))
+    return false;
+  if (method && c.method() != *method) return false;
+  if (dtype && c.dtype() != *dtype) return false;
+  if (pattern && c.pattern() != *pattern) return false;
+  if (min_size > 0 && c.size_bytes() < min_size) return false;
+  if (max_size > 0 && c.size_bytes() > max_size) return false;
+  if (ranks && r.nranks() != *ranks) return false;
+  return true;
+}
+
+bool Rules::NeedsBaseline() const {
+  for (const Rule& r : rules) {
+    if (r.baseline_within) return true;
+  }
+  return false;
+}
+
+int VerdictReport::Failed() const {
+  int n = 0;
+  for (const Finding& f : findings) n += f.pass ? 0 : 1;
+  return n;
+}
+
+absl::StatusOr<Rules> ParseRulesYaml(const std::string& text,
+                                     const std::string& file) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s:%d: not valid YAML: %s", file, e.mark.line + 1, e.msg));
+  }
+  if (!root.IsMap()) {
+    return Error(file, root, "(top)", "expected a map with name and rules");
+  }
+  Rules rules;
+  for (const auto& kv : root) {
+    const std::string k = kv.first.Scalar();
+    if (k != "name" && k != "rules" && k != "failures" && k != "description") {
+      return Error(file, kv.first, k,
+                   "unknown key (expected one of: name, description, "
+                   "failures, rules)");
+    }
+  }
+  rules.name = root["name"] ? root["name"].Scalar() : file;
+  if (YAML::Node f = root["failures"]) {
+    std::string v = absl::AsciiStrToLower(f.IsScalar() ? f.Scalar() : "");
+    if (v != "true" && v != "false") {
+      return Error(file, f, "failures", "expected true or false");
+    }
+    rules.failures = v == "true";
+  }
+  YAML::Node list = root["rules"];
+  if (!list || !list.IsSequence() || list.size() == 0) {
+    return Error(file, list ? list : root, "rules", "expected a list of rules");
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node n = list[i];
+    const std::string at = absl::StrFormat("rules[%d]", i);
+    if (!n.IsMap()) return Error(file, n, at, "expected a map");
+    Rule rule;
+    rule.where = absl::StrFormat("%s:%d", file,
+                                 n.Mark().is_null() ? 0 : n.Mark().line + 1);
+    for (const auto& kv : n) {
+      static const std::set<std::string> kKeys = {"name",
+                                                  "match",
+                                                  "min",
+                                                  "max",
+                                                  "min_pct_of_ceiling",
+                                                  "fleet_within",
+                                                  "baseline_within",
+                                                  "fleet_min_members"};
+      if (!kKeys.count(kv.first.Scalar())) {
+        return Error(file, kv.first, at + "." + kv.first.Scalar(),
+                     "unknown key (expected one of: name, match, min, max, "
+                     "min_pct_of_ceiling, fleet_within, baseline_within, "
+                     "fleet_min_members)");
+      }
+    }
+    rule.name = n["name"] ? n["name"].Scalar() : at;
+    if (YAML::Node m = n["match"]) {
+      if (!m.IsMap()) return Error(file, m, at + ".match", "expected a map");
+      for (const auto& kv : m) {
+        const std::string k = kv.first.Scalar();
+        const std::string f = at + ".match." + k;
+        const YAML::Node v = kv.second;
+        const std::string s = v.IsScalar() ? v.Scalar() : "";
+        if (k == "spec") {
+          rule.match.spec = s;
+        } else if (k == "bench") {
+          rule.match.bench = ParseBench(s);
+          if (!rule.match.bench) {
+            return Error(file, v, f, "expected one of: " + BenchNames());
+          }
+        } else if (k == "collective") {
+          rule.match.collective = ParseCollective(s);
+          if (!rule.match.collective) {
+            return Error(file, v, f, "expected one of: " + CollectiveNames());
+          }
+        } else if (k == "method") {
+          rule.match.method = ParseCopyMethod(s);
+          if (!rule.match.method) {
+            return Error(file, v, f, "expected one of: " + CopyMethodNames());
+          }
+        } else if (k == "dtype") {
+          rule.match.dtype = ParseDataType(s);
+          if (!rule.match.dtype) {
+            return Error(file, v, f, "expected one of: " + DataTypeNames());
+          }
+        } else if (k == "pattern") {
+          rule.match.pattern = ParseTransferPattern(s);
+          if (!rule.match.pattern) {
+            return Error(file, v, f,
+                         "expected one of: " + TransferPatternNames());
+          }
+        } else if (k == "min_size" || k == "max_size") {
+          auto b = ParseSizeBytes(s);
+          if (!b.ok()) return Error(file, v, f, "expected a size such as 1GiB");
+          (k == "min_size" ? rule.match.min_size : rule.match.max_size) = *b;
+        } else if (k == "ranks") {
+          int r = 0;
+          if (!absl::SimpleAtoi(s, &r) || r < 1) {
+            return Error(file, v, f, "expected a rank count >= 1");
+          }
+          rule.match.ranks = r;
+        } else {
+          return Error(file, kv.first, f,
+                       "unknown key (expected one of: spec, bench, "
+                       "collective, method, dtype, pattern, min_size, "
+                       "max_size, ranks)");
+        }
+      }
+    }
+    auto number = [&](const char* key, bool fraction,
+                      std::optional<double>* out) -> absl::Status {
+      if (YAML::Node v = n[key]) {
+        auto x = Number(file, v, at + "." + key, fraction);
+        if (!x.ok()) return x.status();
+        *out = *x;
+      }
+      return absl::OkStatus();
+    };
+    for (auto s :
+         {number("min", false, &rule.min), number("max", false, &rule.max),
+          number("min_pct_of_ceiling", false, &rule.min_pct_of_ceiling),
+          number("fleet_within", true, &rule.fleet_within),
+          number("baseline_within", true, &rule.baseline_within)}) {
+      if (!s.ok()) return s;
+    }
+    if (YAML::Node v = n["fleet_min_members"]) {
+      int k = 0;
+      if (!v.IsScalar() || !absl::SimpleAtoi(v.Scalar(), &k) || k < 2) {
+        return Error(file, v, at + ".fleet_min_members",
+                     "expected an integer >= 2");
+      }
+      rule.fleet_min_members = k;
+    }
+    if (!rule.min && !rule.max && !rule.min_pct_of_ceiling &&
+        !rule.fleet_within && !rule.baseline_within) {
+      return Error(file, n, at,
+                   "a rule needs an expectation: min, max, "
+                   "min_pct_of_ceiling, fleet_within or baseline_within");
+    }
+    rules.rules.push_back(std::move(rule));
+  }
+  return rules;
+}
+
+absl::StatusOr<Rules> LoadRules(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(path + ": cannot read");
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseRulesYaml(text.str(), path);
+}
+
+VerdictReport Evaluate(const Rules& rules,
+                       const std::vector<v1::Result>& results,
+                       const std::vector<v1::Result>& baseline) {
+  VerdictReport report;
+  report.rules_name = rules.name;
+  // Each subject's baseline value: the median over the baseline's results.
+  std::map<std::string, std::vector<double>> base_values;
+  for (const v1::Result& r : baseline) {
+    if (r.status() != v1::OK) continue;
+    for (const Observation& o : Observe(r))
+      base_values[o.key].push_back(o.value);
+  }
+  std::vector<const v1::Result*> ok;
+  for (const v1::Result& r : results) {
+    ++report.results;
+    if (r.status() == v1::SKIPPED) {
+      ++report.skipped;
+      continue;
+    }
+    if (r.status() == v1::OK) {
+      ok.push_back(&r);
+      continue;
+    }
+    if (!rules.failures) continue;
+    // A failed result fails the rank it names, else its subject.
+    Finding f;
+    Observation o = Observe(r).front();
+    f.kind = o.kind;
+    f.subject = o.subject;
+    f.hosts = o.hosts;
+    f.ranks = o.ranks;
+    if (r.failure().rank() >= 0) {
+      f.ranks = {r.failure().rank()};
+      f.kind = SubjectKind::kGpu;
+      f.subject = absl::StrFormat("rank %d", r.failure().rank());
+      f.hosts = {r.failure().host().empty() ? Host(r, r.failure().rank())
+                                            : r.failure().host()};
+    }
+    f.rule = "failures";
+    f.measurement = o.measurement;
+    f.pass = false;
+    f.expected = absl::StrFormat(
+        "OK; got %s %s: %s", r.status() == v1::FAILED ? "FAILED" : "?",
+        FailureReasonName(r.failure().reason()), r.failure().detail());
+    report.findings.push_back(std::move(f));
+  }
+  for (const Rule& rule : rules.rules) {
+    std::vector<Observation> obs;
+    std::vector<const v1::Result*> matched;
+    for (const v1::Result* r : ok) {
+      if (!rule.match.Matches(*r)) continue;
+      matched.push_back(r);
+      for (Observation& o : Observe(*r)) obs.push_back(std::move(o));
+    }
+    if (matched.empty()) {
+      ++report.unmatched_rules;
+      report.notes.push_back(
+          absl::StrFormat("rule %s (%s) matched no result: nothing was checked",
+                          rule.name, rule.where));
+      continue;
+    }
+    auto add = [&](const Observation& o, bool pass,
+                   const std::string& expected) {
+      Finding f;
+      f.kind = o.kind;
+      f.subject = o.subject;
+      f.hosts = o.hosts;
+      f.ranks = o.ranks;
+      f.rule = rule.name;
+      f.measurement = o.measurement;
+      f.metric = o.metric;
+      f.value = o.value;
+      f.expected = expected;
+      f.pass = pass;
+      report.findings.push_back(std::move(f));
+    };
+    for (const Observation& o : obs) {
+      if (rule.min) add(o, o.value >= *rule.min, ">= " + Fmt(*rule.min));
+      if (rule.max) add(o, o.value <= *rule.max, "<= " + Fmt(*rule.max));
+    }
+    if (rule.min_pct_of_ceiling) {
+      for (const v1::Result* r : matched) {
+        const Observation whole = [&] {
+          Observation o = Observe(*r).front();
+          if (Observe(*r).size() > 1) {  // per-rank values: judge the whole
+            o.kind = SubjectKind::kGroup;
+            o.subject = absl::StrFormat("ranks 0-%d", r->nranks() - 1);
+            std::set<std::string> hosts;
+            for (int i = 0; i < r->nranks(); ++i) hosts.insert(Host(*r, i));
+            o.hosts.assign(hosts.begin(), hosts.end());
+            o.value = r->bandwidth_gbps();
+          }
+          return o;
+        }();
+        const double ceiling = r->ceiling_gbps() > 0
+                                   ? r->ceiling_gbps()
+                                   : r->case_().ceiling_gbps();
+        if (ceiling <= 0) {
+          report.notes.push_back(
+              absl::StrFormat("rule %s: %s has no known ceiling; not checked",
+                              rule.name, whole.measurement));
+          continue;
+        }
+        const double pct = whole.value / ceiling * 100;
+        Observation shown = whole;
+        shown.metric = "% of ceiling";
+        shown.value = pct;
+        add(shown, pct >= *rule.min_pct_of_ceiling,
+            absl::StrFormat(
+                ">= %s%% of %s GB/s (%s)", Fmt(*rule.min_pct_of_ceiling),
+                Fmt(ceiling),
+                r->ceiling_source().empty() ? "ceiling" : r->ceiling_source()));
+      }
+    }
+    if (rule.fleet_within) {
+      std::map<std::string, std::vector<const Observation*>> groups;
+      for (const Observation& o : obs) groups[o.measurement].push_back(&o);
+      for (const auto& [m, members] : groups) {
+        // One value per subject (repeated runs: their median).
+        std::map<std::string, std::vector<double>> per;
+        for (const Observation* o : members)
+          per[o->subject].push_back(o->value);
+        if (static_cast<int>(per.size()) < rule.fleet_min_members) {
+          report.notes.push_back(absl::StrFormat(
+              "rule %s: %s has %d member(s), fewer than %d; no fleet check",
+              rule.name, m, per.size(), rule.fleet_min_members));
+          continue;
+        }
+        std::vector<double> medians;
+        for (const auto& [s, v] : per) medians.push_back(Median(v));
+        const double fleet = Median(medians);
+        for (const auto& [s, v] : per) {
+          const Observation* first = nullptr;
+          for (const Observation* o : members) {
+            if (o->subject == s) first = o;
+          }
+          Observation o = *first;
+          o.value = Median(v);
+          const double f = *rule.fleet_within;
+          const bool pass = o.lower_better ? o.value <= fleet * (1 + f)
+                                           : o.value >= fleet * (1 - f);
+          add(o, pass,
+              absl::StrFormat(
+                  "%s %s (fleet median %s %s %s%%; %+.1f%%)",
+                  o.lower_better ? "<=" : ">=",
+                  Fmt(o.lower_better ? fleet * (1 + f) : fleet * (1 - f)),
+                  Fmt(fleet), o.lower_better ? "+" : "-", Fmt(f * 100),
+                  (o.value / fleet - 1) * 100));
+        }
+      }
+    }
+    if (rule.baseline_within) {
+      int missing = 0;
+      for (const Observation& o : obs) {
+        auto it = base_values.find(o.key);
+        if (it == base_values.end()) {
+          ++missing;
+          continue;
+        }
+        const double base = Median(it->second);
+        const double f = *rule.baseline_within;
+        const bool pass = o.lower_better ? o.value <= base * (1 + f)
+                                         : o.value >= base * (1 - f);
+        add(o, pass,
+            absl::StrFormat(
+                "%s %s (baseline %s %s %s%%; %+.1f%%)",
+                o.lower_better ? "<=" : ">=",
+                Fmt(o.lower_better ? base * (1 + f) : base * (1 - f)),
+                Fmt(base), o.lower_better ? "+" : "-", Fmt(f * 100),
+                base > 0 ? (o.value / base - 1) * 100 : 0.0));
+      }
+      if (missing > 0) {
+        report.notes.push_back(absl::StrFormat(
+            "rule %s: %d value(s) have no baseline for the same measurement "
+            "and subject; not checked",
+            rule.name, missing));
+      }
+    }
+  }
+  return report;
+}
+
+std::vector<Suspect> PairSuspects(const VerdictReport& report) {
+  std::map<int, Suspect> by_rank;
+  int most = 0;
+  for (const Finding& f : report.findings) {
+    if (f.kind != SubjectKind::kPair || f.ranks.size() != 2) continue;
+    for (size_t i = 0; i < 2; ++i) {
+      Suspect& s = by_rank[f.ranks[i]];
+      s.rank = f.ranks[i];
+      if (s.host.empty() && !f.hosts.empty()) {
+        s.host = f.hosts[std::min(i, f.hosts.size() - 1)];
+      }
+      ++s.pairs;
+      if (!f.pass) most = std::max(most, ++s.failed_pairs);
+    }
+  }
+  std::vector<Suspect> out;
+  for (const auto& [rank, s] : by_rank) {
+    if (most > 0 && s.failed_pairs == most && 2 * s.failed_pairs > s.pairs) {
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+std::string RenderVerdict(const VerdictReport& report) {
+  std::string out = absl::StrFormat(
+      "# ringmaster verdict: rules \"%s\" on %d result(s) (%d skipped): %d "
+      "check(s), %d failed\n",
+      report.rules_name, report.results, report.skipped, report.findings.size(),
+      report.Failed());
+  struct Tally {
+    int checks = 0, failed = 0;
+    const Finding* worst = nullptr;
+  };
+  auto line = [](const std::string& name, const Tally& t) {
+    std::string evidence;
+    if (t.worst) {
+      const Finding& f = *t.worst;
+      evidence = f.metric.empty()
+                     ? absl::StrFormat("%s: %s: %s (rule %s)", f.subject,
+                                       f.measurement, f.expected, f.rule)
+                     : absl::StrFormat("%s: %s: %s %s, expected %s (rule %s)",
+                                       f.subject, f.measurement, Fmt(f.value),
+                                       f.metric, f.expected, f.rule);
+    }
+    return absl::StrFormat(" %-28s %-7s %6d %6d%s\n", name,
+                           t.failed ? "FAIL" : "PASS", t.checks, t.failed,
+                           evidence.empty() ? "" : "  " + evidence);
+  };
+  auto section = [&](const std::string& title,
+                     const std::map<std::string, Tally>& tallies) {
+    if (tallies.empty()) return;
+    out += absl::StrFormat("# %s\n#%-28s %-7s %6s %6s  %s\n", title, title,
+                           "verdict", "checks", "failed", "evidence");
+    for (const auto& [name, t] : tallies) out += line(name, t);
+  };
+  std::map<std::string, Tally> nodes, gpus, pairs, groups;
+  for (const Finding& f : report.findings) {
+    auto count = [&](Tally& t) {
+      ++t.checks;
+      if (!f.pass) {
+        ++t.failed;
+        if (!t.worst) t.worst = &f;
+      }
+    };
+    for (const std::string& h : f.hosts) count(nodes[h]);
+    const std::string where =
+        f.subject +
+        (f.hosts.empty() ? "" : " (" + absl::StrJoin(f.hosts, ", ") + ")");
+    switch (f.kind) {
+      case SubjectKind::kGpu:
+        count(gpus[where]);
+        break;
+      case SubjectKind::kPair:
+        count(pairs[where]);
+        break;
+      case SubjectKind::kGroup:
+        count(groups[where]);
+        break;
+    }
+  }
+  section("node", nodes);
+  section("gpu", gpus);
+  section("pair", pairs);
+  section("group", groups);
+  for (const Suspect& s : PairSuspects(report)) {
+    out += absl::StrFormat(
+        "# suspect: rank %d%s: in %d of the failed pair checks (%d of its %d "
+        "pair checks failed)\n",
+        s.rank, s.host.empty() ? "" : " on " + s.host, s.failed_pairs,
+        s.failed_pairs, s.pairs);
+  }
+  if (report.Failed() > 0) out += "# failed checks\n";
+  for (const Finding& f : report.findings) {
+    if (f.pass) continue;
+    out += f.metric.empty()
+               ? absl::StrFormat(" FAIL %s [%s] %s: %s\n", f.subject,
+                                 absl::StrJoin(f.hosts, ", "), f.measurement,
+                                 f.expected)
+               : absl::StrFormat(
+                     " FAIL %s [%s] rule %s: %s: %s %s, expected "
+                     "%s\n",
+                     f.subject, absl::StrJoin(f.hosts, ", "), f.rule,
+                     f.measurement, Fmt(f.value), f.metric, f.expected);
+  }
+  for (const std::string& n : report.notes) out += "# note: " + n + "\n";
+  out += absl::StrFormat("# verdict: %s (%d of %d checks failed%s)\n",
+                         report.Pass() ? "PASS" : "FAIL", report.Failed(),
+                         report.findings.size(),
+                         report.unmatched_rules > 0
+                             ? absl::StrFormat("; %d rule(s) matched nothing",
+                                               report.unmatched_rules)
+                             : "");
+  return out;
+}
+
+}  // namespace ringmaster
