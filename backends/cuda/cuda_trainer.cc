@@ -22,6 +22,13 @@ namespace {
 
 double Now() { return MonotonicSeconds(); }
 
+// Seconds between two completed events.
+double Seconds(cudaEvent_t a, cudaEvent_t b) {
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, b);
+  return ms / 1e3;
+}
+
 // Errors name the call, file:line and this rank.
 #define RM_CU(expr) RM_CUDA(expr, rank_)
 #define RM_LT(expr) RM_CUBLAS(expr, rank_)
@@ -619,16 +626,11 @@ struct CudaTrainer::Impl {
     t.backward_end_at = t.comm_done_at = Now();
     double loss = 0;
     RM_CU(cudaMemcpy(&loss, loss_, sizeof loss, cudaMemcpyDeviceToHost));
-    auto ms = [](cudaEvent_t a, cudaEvent_t b) {
-      float v = 0;
-      cudaEventElapsedTime(&v, a, b);
-      return v / 1e3;
-    };
-    t.step_s = ms(mark_[par], mark_[parity_]);
+    t.step_s = Seconds(mark_[par], mark_[parity_]);
     double waits = 0;
     for (int l = 0; l < L; ++l) {
       if (waited_[par * L + l]) {
-        waits += ms(wait_pre_[par * L + l], wait_post_[par * L + l]);
+        waits += Seconds(wait_pre_[par * L + l], wait_post_[par * L + l]);
       }
     }
     t.comm_in_backward_s = std::min(waits, t.step_s);
@@ -636,7 +638,7 @@ struct CudaTrainer::Impl {
     // The previous step's reduction span (this one's is still running).
     const int prev = parity_;
     if (step_ > 1 && cudaEventQuery(comm_span_[2 * prev + 1]) == cudaSuccess) {
-      t.comm_busy_s = ms(comm_span_[2 * prev], comm_span_[2 * prev + 1]);
+      t.comm_busy_s = Seconds(comm_span_[2 * prev], comm_span_[2 * prev + 1]);
     }
     cudaGetLastError();  // a not-ready query is not an error
     t.loss = loss / static_cast<double>(n);
@@ -732,17 +734,13 @@ struct CudaTrainer::Impl {
     RM_CU(cudaEventSynchronize(end_));
     double loss = 0;
     RM_CU(cudaMemcpy(&loss, loss_, sizeof loss, cudaMemcpyDeviceToHost));
-    auto ms = [](cudaEvent_t a, cudaEvent_t b) {
-      float v = 0;
-      cudaEventElapsedTime(&v, a, b);
-      return v / 1e3;
-    };
-    t.step_s = ms(start_, end_);
-    const double to_bwd = ms(start_, bwd_end_), to_joined = ms(start_, joined_);
+    t.step_s = Seconds(start_, end_);
+    const double to_bwd = Seconds(start_, bwd_end_),
+                 to_joined = Seconds(start_, joined_);
     t.compute_s = to_bwd + (t.step_s - to_joined);
     t.backward_end_at = host_start + to_bwd;
     t.comm_done_at = host_start + to_joined;
-    t.comm_busy_s = dp ? ms(comm_first_, comm_done_) : 0;
+    t.comm_busy_s = dp ? Seconds(comm_first_, comm_done_) : 0;
     t.loss = loss / static_cast<double>(n);
     return t;
   }
