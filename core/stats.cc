@@ -33,13 +33,15 @@ double StudentT975(int df) {
 
 int MedianCiRank(int n) {
   // Largest j with P(B <= j - 1) <= 0.025 for B ~ Binomial(n, 1/2); the pmf
-  // is summed in log space so large n does not underflow.
+  // is summed in log space so large n does not underflow. log C(n, i) is
+  // built up term by term (lgamma writes the global signgam: not
+  // thread-safe).
   int j = 0;
   double cdf = 0;
+  double log_choose = 0;  // log C(n, i)
   for (int i = 0; i < n; ++i) {
-    double log_pmf = std::lgamma(n + 1.0) - std::lgamma(i + 1.0) -
-                     std::lgamma(n - i + 1.0) + n * std::log(0.5);
-    cdf += std::exp(log_pmf);
+    if (i > 0) log_choose += std::log(n - i + 1.0) - std::log(i);
+    cdf += std::exp(log_choose + n * std::log(0.5));
     if (cdf > 0.025) break;
     j = i + 1;
   }

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 namespace ringmaster {
@@ -51,6 +52,18 @@ TEST(MedianCi, RanksFromTheBinomial) {
   EXPECT_EQ(MedianCiRank(6), 1);  // P(B=0) = 1/64
   // n = 20: P(B<=5) = 21700/2^20 = 0.0207, P(B<=6) = 0.0577.
   EXPECT_EQ(MedianCiRank(20), 6);
+  // The same ranks as the closed form with lgamma, up to large n.
+  for (int n : {1, 2, 7, 11, 50, 99, 100, 257, 1000, 5000}) {
+    int j = 0;
+    double cdf = 0;
+    for (int i = 0; i < n; ++i) {
+      cdf += std::exp(std::lgamma(n + 1.0) - std::lgamma(i + 1.0) -
+                      std::lgamma(n - i + 1.0) + n * std::log(0.5));
+      if (cdf > 0.025) break;
+      j = i + 1;
+    }
+    EXPECT_EQ(MedianCiRank(n), std::min(j, (n + 1) / 2)) << n;
+  }
   std::vector<double> v;
   for (int i = 20; i >= 1; --i) v.push_back(i);
   SampleSummary s = Summarize(v);
