@@ -52,6 +52,9 @@ class Trainer {
                                int64_t first_sample) = 0;
   // One step; collective over the trainer's ranks.
   virtual absl::StatusOr<StepTiming> Step() = 0;
+  // Completes what steps left in flight (schedule: pipelined); collective.
+  // RunTrain calls it after every case.
+  virtual absl::Status Drain() { return absl::OkStatus(); }
   virtual std::string Describe()
       const = 0;  // e.g. "cpu (libopenblas.so.0, 8 threads)"
 };

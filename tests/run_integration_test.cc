@@ -601,8 +601,11 @@ TEST_F(RunTest, DpScalingPlanRunsTheHostLadderWithChecks) {
   ASSERT_TRUE(store.ok());
   auto results = (*store)->Results(JobId(o), -1, 0);
   ASSERT_TRUE(results.ok());
-  // mlp: 2 rungs x 2 overlap modes; adam: 2 rungs; serve: 3 batches.
-  ASSERT_EQ(results->size(), 9u);
+  // mlp: 2 rungs x 2 overlap modes; adam: 2 rungs; pipelined: 2 rungs;
+  // serve: 3 batches.
+  ASSERT_EQ(results->size(), 11u);
+  EXPECT_THAT(o.out, HasSubstr("mlp_pipelined: train L4 H512 B64/rank "
+                               "float32 sgd pipelined"));
   EXPECT_THAT(
       o.out,
       HasSubstr("# best throughput mlp_serve (inference, 1 rank): batch "));
@@ -639,6 +642,9 @@ cases:
      ladder: [2], steps: 2, check_steps: 4, lr: 0.5}
   - {name: one, bench: train, backend: host, model: {layers: 3, hidden: 64, batch: 32},
      ladder: [1], steps: 2, check_steps: 4, lr: 0.5}
+  - {name: two_pipelined, bench: train, backend: host, schedule: pipelined,
+     model: {layers: 3, hidden: 64, batch: 16}, bucket: 1KiB, ladder: [2],
+     steps: 2, check_steps: 4, lr: 0.5}
 )";
   std::string out = (dir_ / "r").string();
   Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host",
@@ -648,12 +654,18 @@ cases:
   ASSERT_TRUE(store.ok());
   auto results = (*store)->Results(JobId(o), -1, 0);
   ASSERT_TRUE(results.ok());
-  ASSERT_EQ(results->size(), 2u);
+  ASSERT_EQ(results->size(), 3u);
   const v1::TrainFigures& two = (*results)[0].train();
   const v1::TrainFigures& one = (*results)[1].train();
+  const v1::TrainFigures& pipelined = (*results)[2].train();
   EXPECT_DOUBLE_EQ(two.loss_reference(),
                    one.loss_reference());  // the same global problem
   EXPECT_NEAR(two.loss_check(), one.loss_check(), 1e-5 * one.loss_check());
+  // The pipelined schedule (each layer its own bucket, reductions in
+  // flight into the next forward) computes the same steps.
+  EXPECT_NEAR(pipelined.loss_check(), one.loss_check(),
+              1e-5 * one.loss_check());
+  EXPECT_NE(pipelined.loss_check(), 0);
 }
 
 // shared/RELIABILITY.md R7: a bad node among 16. The bad-node finder

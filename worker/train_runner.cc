@@ -181,6 +181,12 @@ v1::Result RunTrainInner(const v1::Case& c, Trainer& trainer,
 v1::Result RunTrain(const v1::Case& c, Trainer& trainer, Control& control) {
   const auto start = std::chrono::steady_clock::now();
   v1::Result r = RunTrainInner(c, trainer, control);
+  if (absl::Status d = trainer.Drain(); !d.ok() && r.status() == v1::OK) {
+    r.set_status(v1::FAILED);
+    r.mutable_failure()->set_reason(v1::BACKEND_ERROR);
+    r.mutable_failure()->set_rank(control.rank());
+    r.mutable_failure()->set_detail(std::string(d.message()));
+  }
   r.set_case_wall_s(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count());

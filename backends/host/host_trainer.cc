@@ -29,11 +29,7 @@ absl::Status HostTrainer::Prepare(const v1::Case& c, int64_t batch,
     return absl::UnimplementedError(
         "comm: ce reduces through GPU copy engines; not on the host");
   }
-  if (c.train().schedule() == "pipelined") {
-    return absl::UnimplementedError(
-        "schedule: pipelined runs on GPUs (streams and events); the host "
-        "trainer runs the ddp schedule");
-  }
+  if (auto d = Drain(); !d.ok()) return d;
   auto local = comm_.RanksOnHost();
   if (!local.ok()) return local.status();
   const Blas* blas = LoadBlas();
@@ -65,12 +61,177 @@ absl::Status HostTrainer::Prepare(const v1::Case& c, int64_t batch,
   }
   da_.resize(batch * H);
   dz_.resize(batch * H);
-  buckets_ = GradientBuckets(L, H * H * static_cast<int64_t>(sizeof(float)),
-                             spec_.bucket_bytes());
+  const int64_t layer_bytes = H * H * static_cast<int64_t>(sizeof(float));
+  pipelined_ = spec_.schedule() == "pipelined" && !spec_.inference();
+  deferred_ = spec_.deferred_layers() > 0 ? std::min(spec_.deferred_layers(), L)
+                                          : std::max(1, L / 2);
+  buckets_ = pipelined_ ? PipelinedBuckets(L, deferred_, layer_bytes,
+                                           spec_.bucket_bytes())
+                        : GradientBuckets(L, layer_bytes, spec_.bucket_bytes());
+  bucket_of_.assign(L, 0);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (int l : buckets_[b]) bucket_of_[l] = static_cast<int>(b);
+  }
+  pending_.clear();
+  pending_.resize(buckets_.size());
+  if (pipelined_) {
+    describe_ += absl::StrFormat("; pipelined, %d layers deferred", deferred_);
+  }
   return absl::OkStatus();
 }
 
+absl::Status HostTrainer::Drain() {
+  for (size_t b = 0; b < pending_.size(); ++b) {
+    if (auto s = Settle(b); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+void HostTrainer::UpdateRange(int64_t off, int64_t count, int step) {
+  const float inv = 1.0f / static_cast<float>(size_);
+  const float lr = static_cast<float>(spec_.lr());
+  if (spec_.optimizer() == "adam") {
+    const double c1 = 1 - std::pow(0.9, step), c2 = 1 - std::pow(0.999, step);
+    for (int64_t k = off; k < off + count; ++k) {
+      const float g = grad_[k] * inv;
+      m_[k] = 0.9f * m_[k] + 0.1f * g;
+      v_[k] = 0.999f * v_[k] + 0.001f * g * g;
+      w_[k] -= static_cast<float>(lr * (m_[k] / c1) /
+                                  (std::sqrt(v_[k] / c2) + 1e-8));
+    }
+  } else {
+    for (int64_t k = off; k < off + count; ++k) w_[k] -= lr * grad_[k] * inv;
+  }
+}
+
+absl::Status HostTrainer::Settle(size_t b) {
+  Pending& p = pending_[b];
+  if (p.step == 0) return absl::OkStatus();  // nothing to apply
+  if (p.request && !p.done) {
+    if (auto s = p.request->Wait(); !s.ok()) return s;
+  }
+  const int64_t hh = spec_.hidden() * spec_.hidden();
+  const int lo = *std::min_element(buckets_[b].begin(), buckets_[b].end());
+  UpdateRange(lo * hh, static_cast<int64_t>(buckets_[b].size()) * hh, p.step);
+  p = Pending{};
+  return absl::OkStatus();
+}
+
+// schedule: pipelined (the GPU trainer's order, docs/plans.md). One thread
+// does everything here, so "waiting for the previous step's update" is the
+// time spent completing that bucket's all-reduce (and progressing the
+// others) inside this step; the update itself is work.
+absl::StatusOr<StepTiming> HostTrainer::StepPipelined() {
+  const Blas* blas = LoadBlas();
+  const int L = spec_.layers();
+  const int H = static_cast<int>(spec_.hidden());
+  const int B = static_cast<int>(batch_);
+  const int64_t n = static_cast<int64_t>(B) * H;
+  StepTiming t;
+  t.pipelined = true;
+  const double t0 = Now();
+  double comm_s = 0;  // time inside communication calls
+  auto progress = [&]() -> absl::Status {
+    const double from = Now();
+    for (Pending& p : pending_) {
+      if (p.request && !p.done) {
+        auto done = p.request->Test();
+        if (!done.ok()) return done.status();
+        p.done = *done;
+      }
+    }
+    comm_s += Now() - from;
+    return absl::OkStatus();
+  };
+  ++step_;
+  for (int l = 0; l < L; ++l) {
+    const size_t b = bucket_of_[l];
+    if (l == *std::min_element(buckets_[b].begin(), buckets_[b].end())) {
+      const double from = Now();
+      if (pending_[b].request && !pending_[b].done) {
+        if (auto s = pending_[b].request->Wait(); !s.ok()) return s;
+        pending_[b].done = true;
+      }
+      comm_s += Now() - from;
+      if (auto s = Settle(b); !s.ok()) return s;
+    }
+    blas->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasTrans, B, H, H, 1.0f,
+                a_[l].data(), H, &w_[static_cast<int64_t>(l) * H * H], H, 0.0f,
+                z_[l].data(), H);
+    for (int64_t i = 0; i < n; ++i) {
+      a_[l + 1][i] = static_cast<float>(Gelu(z_[l][i]));
+    }
+    if (auto s = progress(); !s.ok()) return s;
+  }
+  double loss = 0;
+  for (float x : a_[L]) loss += static_cast<double>(x) * x;
+  const double count = static_cast<double>(n);
+  t.loss = loss / count;
+  for (int64_t i = 0; i < n; ++i) {
+    da_[i] = static_cast<float>(2.0 * a_[L][i] / count);
+  }
+  auto start = [&](size_t b) -> absl::Status {
+    const double from = Now();
+    const int lo = *std::min_element(buckets_[b].begin(), buckets_[b].end());
+    const int64_t hh = static_cast<int64_t>(H) * H;
+    pending_[b].step = step_;
+    if (size_ > 1) {
+      auto req = comm_.StartAllReduce(
+          &grad_[lo * hh], static_cast<int64_t>(buckets_[b].size()) * hh,
+          v1::FLOAT32, v1::SUM);
+      if (!req.ok()) return req.status();
+      pending_[b].request = std::move(*req);
+    }
+    comm_s += Now() - from;
+    return absl::OkStatus();
+  };
+  auto last_of = [&](int l) { return buckets_[bucket_of_[l]].back() == l; };
+  auto dw = [&](int l, const float* dz) {
+    blas->sgemm(kCblasRowMajor, kCblasTrans, kCblasNoTrans, H, H, B, 1.0f, dz,
+                H, a_[l].data(), H, 0.0f,
+                &grad_[static_cast<int64_t>(l) * H * H], H);
+  };
+  auto dx = [&](int l, const float* dz) {
+    blas->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasNoTrans, B, H, H, 1.0f, dz,
+                H, &w_[static_cast<int64_t>(l) * H * H], H, 0.0f, da_.data(),
+                H);
+  };
+  // Upper layers as DDP; the lower ones: dZ in place of Z, the
+  // input-gradient chain, then their weight gradients lowest first.
+  for (int l = L - 1; l >= deferred_; --l) {
+    for (int64_t i = 0; i < n; ++i) {
+      dz_[i] = static_cast<float>(da_[i] * GeluGrad(z_[l][i]));
+    }
+    dw(l, dz_.data());
+    if (l > 0) dx(l, dz_.data());
+    if (last_of(l)) {
+      if (auto s = start(bucket_of_[l]); !s.ok()) return s;
+    }
+    if (auto s = progress(); !s.ok()) return s;
+  }
+  for (int l = deferred_ - 1; l >= 0; --l) {
+    for (int64_t i = 0; i < n; ++i) {
+      z_[l][i] = static_cast<float>(da_[i] * GeluGrad(z_[l][i]));
+    }
+    if (l > 0) dx(l, z_[l].data());
+    if (auto s = progress(); !s.ok()) return s;
+  }
+  for (int l = 0; l < deferred_; ++l) {
+    dw(l, z_[l].data());
+    if (last_of(l)) {
+      if (auto s = start(bucket_of_[l]); !s.ok()) return s;
+    }
+    if (auto s = progress(); !s.ok()) return s;
+  }
+  t.backward_end_at = t.comm_done_at = Now();
+  t.step_s = t.backward_end_at - t0;
+  t.comm_in_backward_s = std::min(comm_s, t.step_s);
+  t.compute_s = t.step_s - t.comm_in_backward_s;
+  return t;
+}
+
 absl::StatusOr<StepTiming> HostTrainer::Step() {
+  if (pipelined_) return StepPipelined();
   const Blas* blas = LoadBlas();
   const int L = spec_.layers();
   const int H = static_cast<int>(spec_.hidden());

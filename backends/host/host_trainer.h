@@ -1,7 +1,8 @@
 // Data-parallel training on the host backend: float32 GEMMs through
 // OpenBLAS, gradient buckets all-reduced in the background
 // (HostComm::StartAllReduce: MPI_Iallreduce progressed between layers, or
-// TCP's own thread) while backward goes on, or after it (no overlap).
+// TCP's own thread) while backward goes on, or after it (no overlap); or
+// pipelined into the next step's forward (schedule: pipelined).
 #ifndef RINGMASTER_BACKENDS_HOST_HOST_TRAINER_H_
 #define RINGMASTER_BACKENDS_HOST_HOST_TRAINER_H_
 
@@ -18,6 +19,7 @@ class HostTrainer : public Trainer {
   absl::Status Prepare(const v1::Case& c, int64_t batch,
                        int64_t first_sample) override;
   absl::StatusOr<StepTiming> Step() override;
+  absl::Status Drain() override;
   std::string Describe() const override { return describe_; }
 
  private:
@@ -31,6 +33,23 @@ class HostTrainer : public Trainer {
   std::vector<float> da_, dz_;
   std::vector<std::vector<int>> buckets_;
   std::string describe_;
+
+  // schedule: pipelined: the same order as the GPU trainer's; a bucket's
+  // all-reduce stays in flight into the next step, whose forward waits for
+  // it (and applies its update) just before the bucket's first layer.
+  absl::StatusOr<StepTiming> StepPipelined();
+  // Completes bucket b's reduction (if in flight) and applies its update.
+  absl::Status Settle(size_t b);
+  void UpdateRange(int64_t off, int64_t count, int step);
+  bool pipelined_ = false;
+  int deferred_ = 0;
+  std::vector<int> bucket_of_;
+  struct Pending {
+    std::unique_ptr<HostComm::Request> request;  // null: nothing in flight
+    bool done = false;
+    int step = 0;  // the step whose gradients it reduces
+  };
+  std::vector<Pending> pending_;
 };
 
 }  // namespace ringmaster
