@@ -132,6 +132,7 @@ absl::StatusOr<StepTiming> HostTrainer::StepPipelined() {
   const double t0 = Now();
   double comm_s = 0;  // time inside communication calls
   auto progress = [&]() -> absl::Status {
+    if (size_ < 2) return absl::OkStatus();  // nothing in flight
     const double from = Now();
     for (Pending& p : pending_) {
       if (p.request && !p.done) {
@@ -147,12 +148,12 @@ absl::StatusOr<StepTiming> HostTrainer::StepPipelined() {
   for (int l = 0; l < L; ++l) {
     const size_t b = bucket_of_[l];
     if (l == *std::min_element(buckets_[b].begin(), buckets_[b].end())) {
-      const double from = Now();
       if (pending_[b].request && !pending_[b].done) {
+        const double from = Now();
         if (auto s = pending_[b].request->Wait(); !s.ok()) return s;
         pending_[b].done = true;
+        comm_s += Now() - from;
       }
-      comm_s += Now() - from;
       if (auto s = Settle(b); !s.ok()) return s;
     }
     blas->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasTrans, B, H, H, 1.0f,
@@ -171,17 +172,16 @@ absl::StatusOr<StepTiming> HostTrainer::StepPipelined() {
     da_[i] = static_cast<float>(2.0 * a_[L][i] / count);
   }
   auto start = [&](size_t b) -> absl::Status {
+    pending_[b].step = step_;
+    if (size_ < 2) return absl::OkStatus();  // the update alone, next forward
     const double from = Now();
     const int lo = *std::min_element(buckets_[b].begin(), buckets_[b].end());
     const int64_t hh = static_cast<int64_t>(H) * H;
-    pending_[b].step = step_;
-    if (size_ > 1) {
-      auto req = comm_.StartAllReduce(
-          &grad_[lo * hh], static_cast<int64_t>(buckets_[b].size()) * hh,
-          v1::FLOAT32, v1::SUM);
-      if (!req.ok()) return req.status();
-      pending_[b].request = std::move(*req);
-    }
+    auto req = comm_.StartAllReduce(
+        &grad_[lo * hh], static_cast<int64_t>(buckets_[b].size()) * hh,
+        v1::FLOAT32, v1::SUM);
+    if (!req.ok()) return req.status();
+    pending_[b].request = std::move(*req);
     comm_s += Now() - from;
     return absl::OkStatus();
   };
