@@ -322,21 +322,8 @@ absl::StatusOr<StepTiming> HostTrainer::Step() {
   t.comm_busy_s = comm_busy_from > 0 ? t.comm_done_at - comm_busy_from : 0;
   // Optimizer on the averaged gradient.
   work_begin();
-  const float inv = 1.0f / static_cast<float>(size_);
-  const float lr = static_cast<float>(spec_.lr());
   ++step_;
-  if (spec_.optimizer() == "adam") {
-    const double c1 = 1 - std::pow(0.9, step_), c2 = 1 - std::pow(0.999, step_);
-    for (size_t k = 0; k < w_.size(); ++k) {
-      const float g = grad_[k] * inv;
-      m_[k] = 0.9f * m_[k] + 0.1f * g;
-      v_[k] = 0.999f * v_[k] + 0.001f * g * g;
-      w_[k] -= static_cast<float>(lr * (m_[k] / c1) /
-                                  (std::sqrt(v_[k] / c2) + 1e-8));
-    }
-  } else {
-    for (size_t k = 0; k < w_.size(); ++k) w_[k] -= lr * grad_[k] * inv;
-  }
+  UpdateRange(0, static_cast<int64_t>(w_.size()), step_);
   work_end();
   t.step_s = Now() - t0;
   return t;
