@@ -1038,12 +1038,16 @@ TEST(S2_oversized_input, RejectedWithCodesAndBoundedMemory) {
   auto big_client = serve.Stub();
   auto meta_client = serve.Stub();
   auto deep_client = serve.Stub();
-  // 10 rounds to warm up (thread pools, allocator arenas), then 40
-  // measured: growth over the measured rounds is what would leak.
-  for (int i = 0; i < 50; ++i) {
-    if (i == 10) {
+  // 10 rounds to warm up (thread pools, allocator arenas), then two
+  // windows of 40 measured. A leak grows RSS in both windows (a 4 MiB
+  // buffer kept per round: +160 MiB each); the allocator's one-time drift
+  // (one CI run: +12.1 MiB in a single 40-round window, pinned as above)
+  // lands in one. The figure is the smaller window's growth.
+  double rss_mid = 0;
+  for (int i = 0; i < 90; ++i) {
+    if (i == 10 || i == 50) {
       absl::SleepFor(absl::Milliseconds(200));
-      rss_before = testing::RssMiB(serve.pid());
+      (i == 10 ? rss_before : rss_mid) = testing::RssMiB(serve.pid());
     }
     // limit + 1: a report just over 4 MiB.
     v1::ReportResultsRequest big;
@@ -1081,7 +1085,9 @@ TEST(S2_oversized_input, RejectedWithCodesAndBoundedMemory) {
     accepted += s3.ok();
   }
   absl::SleepFor(absl::Milliseconds(200));
-  const double growth = testing::RssMiB(serve.pid()) - rss_before;
+  const double rss_after = testing::RssMiB(serve.pid());
+  const double growth_a = rss_mid - rss_before, growth_b = rss_after - rss_mid;
+  const double growth = std::min(growth_a, growth_b);
   std::string table;
   for (const auto& [what, code] : codes)
     table += absl::StrFormat(" %s=%d", what, static_cast<int>(code));
@@ -1090,8 +1096,9 @@ TEST(S2_oversized_input, RejectedWithCodesAndBoundedMemory) {
       codes["report of 4 MiB + 1"] == grpc::StatusCode::RESOURCE_EXHAUSTED &&
       codes["plan nested 100,000 deep"] == grpc::StatusCode::INVALID_ARGUMENT;
   Figure("S2",
-         absl::StrFormat("accepted=%d codes:%s rss_growth_mib=%.1f (40 rounds)",
-                         accepted, table, growth),
+         absl::StrFormat("accepted=%d codes:%s rss_growth_mib=%.1f (the "
+                         "smaller of two 40-round windows: %+.1f, %+.1f)",
+                         accepted, table, growth, growth_a, growth_b),
          pass);
   EXPECT_EQ(accepted, 0);
   EXPECT_TRUE(serve.alive());
