@@ -88,9 +88,12 @@ struct Observation {
   bool lower_better = false;
 };
 
-std::vector<Observation> Observe(const v1::Result& r) {
+std::string Fmt(double v) { return absl::StrFormat("%.4g", v); }
+
+// The result as one observation: about its pair, its one GPU, or (for
+// collectives, training and every-rank benchmarks) its group of ranks.
+Observation ObserveWhole(const v1::Result& r) {
   const v1::Case& c = r.case_();
-  std::vector<Observation> out;
   Observation o;
   o.measurement = FleetKey(r);
   o.lower_better = LowerIsBetter(r);
@@ -116,23 +119,11 @@ std::vector<Observation> Observe(const v1::Result& r) {
       o.value = r.bandwidth_gbps();
       break;
   }
-  auto group = [&] {
-    o.kind = SubjectKind::kGroup;
-    o.subject = absl::StrFormat("ranks 0-%d", r.nranks() - 1);
-    std::set<std::string> hosts;
-    for (int i = 0; i < r.nranks(); ++i) hosts.insert(Host(r, i));
-    o.hosts.assign(hosts.begin(), hosts.end());
-  };
-  auto gpu = [&](int rank) {
-    o.kind = SubjectKind::kGpu;
-    o.subject = absl::StrFormat("rank %d", rank);
-    o.hosts = {Host(r, rank)};
-    o.ranks = {rank};
-  };
-  if (c.bench() == v1::BENCH_COLLECTIVE || c.bench() == v1::BENCH_TRAIN ||
-      c.bench() == v1::BENCH_FIND_SLOW) {
-    group();
-  } else if (c.pattern() == v1::PAIR || c.bench() == v1::BENCH_LATENCY) {
+  const bool node_bench = c.bench() != v1::BENCH_COLLECTIVE &&
+                          c.bench() != v1::BENCH_TRAIN &&
+                          c.bench() != v1::BENCH_FIND_SLOW;
+  if (node_bench &&
+      (c.pattern() == v1::PAIR || c.bench() == v1::BENCH_LATENCY)) {
     o.kind = SubjectKind::kPair;
     o.subject = absl::StrFormat("pair %d->%d", c.src_rank(), c.dst_rank());
     o.ranks = {c.src_rank(), c.dst_rank()};
@@ -141,29 +132,64 @@ std::vector<Observation> Observe(const v1::Result& r) {
     if (Host(r, c.dst_rank()) != o.hosts[0]) {
       o.hosts.push_back(Host(r, c.dst_rank()));
     }
-  } else if (c.pattern() == v1::ONE_RANK || c.pattern() == v1::ONE_TO_ALL) {
-    gpu(c.src_rank());
-  } else if (c.pattern() == v1::ALL_TO_ONE) {
-    gpu(c.dst_rank());
-  } else if (c.pattern() == v1::ALL_RANKS && c.bench() != v1::BENCH_GEMM &&
-             r.rank_bandwidth_gbps_size() == r.nranks()) {
-    // Every rank at once: each rank's own bandwidth is about its GPU.
-    for (int i = 0; i < r.nranks(); ++i) {
-      gpu(i);
-      o.value = r.rank_bandwidth_gbps(i);
-      o.key = o.measurement + " @ " + o.subject;
-      out.push_back(o);
-    }
-    return out;
+  } else if (node_bench &&
+             (c.pattern() == v1::ONE_RANK || c.pattern() == v1::ONE_TO_ALL ||
+              c.pattern() == v1::ALL_TO_ONE)) {
+    const int rank =
+        c.pattern() == v1::ALL_TO_ONE ? c.dst_rank() : c.src_rank();
+    o.kind = SubjectKind::kGpu;
+    o.subject = absl::StrFormat("rank %d", rank);
+    o.hosts = {Host(r, rank)};
+    o.ranks = {rank};
   } else {
-    group();
+    o.kind = SubjectKind::kGroup;
+    o.subject = absl::StrFormat("ranks 0-%d", r.nranks() - 1);
+    std::set<std::string> hosts;
+    for (int i = 0; i < r.nranks(); ++i) hosts.insert(Host(r, i));
+    o.hosts.assign(hosts.begin(), hosts.end());
   }
   o.key = o.measurement + " @ " + o.subject;
-  out.push_back(o);
+  return o;
+}
+
+// What the rules judge: the whole result, except a copy on every rank at
+// once, whose per-rank bandwidths are each about that rank's GPU.
+std::vector<Observation> Observe(const v1::Result& r) {
+  const v1::Case& c = r.case_();
+  Observation whole = ObserveWhole(r);
+  // (Collectives and training have no pattern; the finder's ALL_RANKS
+  // case is about its pair tests, GEMM's total is not per rank.)
+  if (c.pattern() != v1::ALL_RANKS || c.bench() == v1::BENCH_GEMM ||
+      c.bench() == v1::BENCH_FIND_SLOW ||
+      r.rank_bandwidth_gbps_size() != r.nranks()) {
+    return {whole};
+  }
+  std::vector<Observation> out;
+  for (int i = 0; i < r.nranks(); ++i) {
+    Observation o = whole;
+    o.kind = SubjectKind::kGpu;
+    o.subject = absl::StrFormat("rank %d", i);
+    o.hosts = {Host(r, i)};
+    o.ranks = {i};
+    o.value = r.rank_bandwidth_gbps(i);
+    o.key = o.measurement + " @ " + o.subject;
+    out.push_back(std::move(o));
+  }
   return out;
 }
 
-std::string Fmt(double v) { return absl::StrFormat("%.4g", v); }
+// Passes when `o` is no more than `share` worse than `ref` (worse: lower,
+// or higher for lower-is-better metrics); the expectation, readable.
+std::pair<bool, std::string> Within(const Observation& o, double ref,
+                                    double share, const char* what) {
+  const double bound = o.lower_better ? ref * (1 + share) : ref * (1 - share);
+  const bool pass = o.lower_better ? o.value <= bound : o.value >= bound;
+  return {pass, absl::StrFormat("%s %s (%s %s %s %s%%; %+.1f%%)",
+                                o.lower_better ? "<=" : ">=", Fmt(bound), what,
+                                Fmt(ref), o.lower_better ? "+" : "-",
+                                Fmt(share * 100),
+                                ref > 0 ? (o.value / ref - 1) * 100 : 0.0)};
+}
 
 }  // namespace
 
@@ -375,7 +401,7 @@ VerdictReport Evaluate(const Rules& rules,
     if (!rules.failures) continue;
     // A failed result fails the rank it names, else its subject.
     Finding f;
-    Observation o = Observe(r).front();
+    const Observation o = ObserveWhole(r);
     f.kind = o.kind;
     f.subject = o.subject;
     f.hosts = o.hosts;
@@ -431,18 +457,7 @@ VerdictReport Evaluate(const Rules& rules,
     }
     if (rule.min_pct_of_ceiling) {
       for (const v1::Result* r : matched) {
-        const Observation whole = [&] {
-          Observation o = Observe(*r).front();
-          if (Observe(*r).size() > 1) {  // per-rank values: judge the whole
-            o.kind = SubjectKind::kGroup;
-            o.subject = absl::StrFormat("ranks 0-%d", r->nranks() - 1);
-            std::set<std::string> hosts;
-            for (int i = 0; i < r->nranks(); ++i) hosts.insert(Host(*r, i));
-            o.hosts.assign(hosts.begin(), hosts.end());
-            o.value = r->bandwidth_gbps();
-          }
-          return o;
-        }();
+        const Observation whole = ObserveWhole(*r);
         const double ceiling = r->ceiling_gbps() > 0
                                    ? r->ceiling_gbps()
                                    : r->case_().ceiling_gbps();
@@ -487,16 +502,9 @@ VerdictReport Evaluate(const Rules& rules,
           }
           Observation o = *first;
           o.value = Median(v);
-          const double f = *rule.fleet_within;
-          const bool pass = o.lower_better ? o.value <= fleet * (1 + f)
-                                           : o.value >= fleet * (1 - f);
-          add(o, pass,
-              absl::StrFormat(
-                  "%s %s (fleet median %s %s %s%%; %+.1f%%)",
-                  o.lower_better ? "<=" : ">=",
-                  Fmt(o.lower_better ? fleet * (1 + f) : fleet * (1 - f)),
-                  Fmt(fleet), o.lower_better ? "+" : "-", Fmt(f * 100),
-                  (o.value / fleet - 1) * 100));
+          const auto [pass, expected] =
+              Within(o, fleet, *rule.fleet_within, "fleet median");
+          add(o, pass, expected);
         }
       }
     }
@@ -508,17 +516,9 @@ VerdictReport Evaluate(const Rules& rules,
           ++missing;
           continue;
         }
-        const double base = Median(it->second);
-        const double f = *rule.baseline_within;
-        const bool pass = o.lower_better ? o.value <= base * (1 + f)
-                                         : o.value >= base * (1 - f);
-        add(o, pass,
-            absl::StrFormat(
-                "%s %s (baseline %s %s %s%%; %+.1f%%)",
-                o.lower_better ? "<=" : ">=",
-                Fmt(o.lower_better ? base * (1 + f) : base * (1 - f)),
-                Fmt(base), o.lower_better ? "+" : "-", Fmt(f * 100),
-                base > 0 ? (o.value / base - 1) * 100 : 0.0));
+        const auto [pass, expected] =
+            Within(o, Median(it->second), *rule.baseline_within, "baseline");
+        add(o, pass, expected);
       }
       if (missing > 0) {
         report.notes.push_back(absl::StrFormat(

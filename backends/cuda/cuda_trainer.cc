@@ -535,7 +535,6 @@ struct CudaTrainer::Impl {
   // bucket (timed by events around the wait).
   absl::Status QueueForward() {
     const int L = spec_.layers();
-    const int64_t n = batch_ * spec_.hidden();
     const int par = parity_;
     RM_CU(cudaEventRecord(mark_[par], compute_));
     for (int l = 0; l < L; ++l) {
@@ -548,9 +547,16 @@ struct CudaTrainer::Impl {
         RM_CU(cudaStreamWaitEvent(compute_, updated_[b], 0));
         RM_CU(cudaEventRecord(wait_post_[par * L + l], compute_));
       }
-      if (auto s = Run(fwd_, W(l), a_[l], z_[l]); !s.ok()) return s;
-      RM_CU(LaunchGeluForward(z_[l], a_[l + 1], n, compute_));
+      if (auto s = ForwardLayer(l); !s.ok()) return s;
     }
+    return absl::OkStatus();
+  }
+
+  // Layer l's forward on the compute stream: Z = W'^T A, A' = GELU(Z).
+  absl::Status ForwardLayer(int l) {
+    if (auto s = Run(fwd_, W(l), a_[l], z_[l]); !s.ok()) return s;
+    RM_CU(
+        LaunchGeluForward(z_[l], a_[l + 1], batch_ * spec_.hidden(), compute_));
     return absl::OkStatus();
   }
 
@@ -656,8 +662,7 @@ struct CudaTrainer::Impl {
     const double host_start = Now();
     RM_CU(cudaEventRecord(start_, compute_));
     for (int l = 0; l < L; ++l) {
-      if (auto s = Run(fwd_, W(l), a_[l], z_[l]); !s.ok()) return s;
-      RM_CU(LaunchGeluForward(z_[l], a_[l + 1], n, compute_));
+      if (auto s = ForwardLayer(l); !s.ok()) return s;
     }
     RM_CU(
         LaunchLossGrad(a_[L], da_, n, static_cast<double>(n), loss_, compute_));
@@ -721,15 +726,7 @@ struct CudaTrainer::Impl {
     }
     RM_CU(cudaEventRecord(joined_, compute_));
     ++step_;
-    const float scale = 1.0f / static_cast<float>(size_);
-    const float lr = static_cast<float>(spec_.lr());
-    if (spec_.optimizer() == "adam") {
-      const float c1 = 1.0f - std::pow(0.9f, step_),
-                  c2 = 1.0f - std::pow(0.999f, step_);
-      RM_CU(LaunchAdam(w_, g_, m_, v_, L * H * H, lr, scale, c1, c2, compute_));
-    } else {
-      RM_CU(LaunchSgd(w_, g_, L * H * H, lr, scale, compute_));
-    }
+    if (auto s = Update(0, L * H * H, compute_); !s.ok()) return s;
     RM_CU(cudaEventRecord(end_, compute_));
     RM_CU(cudaEventSynchronize(end_));
     double loss = 0;

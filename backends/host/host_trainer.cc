@@ -87,6 +87,45 @@ absl::Status HostTrainer::Drain() {
   return absl::OkStatus();
 }
 
+void HostTrainer::ForwardLayer(int l) {
+  const int H = static_cast<int>(spec_.hidden()), B = static_cast<int>(batch_);
+  LoadBlas()->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasTrans, B, H, H, 1.0f,
+                    a_[l].data(), H, &w_[static_cast<int64_t>(l) * H * H], H,
+                    0.0f, z_[l].data(), H);
+  for (int64_t i = 0; i < static_cast<int64_t>(B) * H; ++i) {
+    a_[l + 1][i] = static_cast<float>(Gelu(z_[l][i]));
+  }
+}
+
+double HostTrainer::Loss() const {
+  double loss = 0;
+  for (float x : a_.back()) loss += static_cast<double>(x) * x;
+  return loss / static_cast<double>(a_.back().size());
+}
+
+void HostTrainer::SeedGradient() {
+  const double count = static_cast<double>(a_.back().size());
+  for (size_t i = 0; i < da_.size(); ++i) {
+    da_[i] = static_cast<float>(2.0 * a_.back()[i] / count);
+  }
+}
+
+void HostTrainer::WeightGradient(int l, const float* dz) {
+  const int H = static_cast<int>(spec_.hidden()), B = static_cast<int>(batch_);
+  // dW[out][in] = sum_s dz[s][out] a[s][in]: dz^T a.
+  LoadBlas()->sgemm(kCblasRowMajor, kCblasTrans, kCblasNoTrans, H, H, B, 1.0f,
+                    dz, H, a_[l].data(), H, 0.0f,
+                    &grad_[static_cast<int64_t>(l) * H * H], H);
+}
+
+void HostTrainer::InputGradient(int l, const float* dz) {
+  const int H = static_cast<int>(spec_.hidden()), B = static_cast<int>(batch_);
+  // da[s][in] = sum_out dz[s][out] W[out][in]: dz W.
+  LoadBlas()->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasNoTrans, B, H, H, 1.0f,
+                    dz, H, &w_[static_cast<int64_t>(l) * H * H], H, 0.0f,
+                    da_.data(), H);
+}
+
 void HostTrainer::UpdateRange(int64_t off, int64_t count, int step) {
   const float inv = 1.0f / static_cast<float>(size_);
   const float lr = static_cast<float>(spec_.lr());
@@ -122,7 +161,6 @@ absl::Status HostTrainer::Settle(size_t b) {
 // time spent completing that bucket's all-reduce (and progressing the
 // others) inside this step; the update itself is work.
 absl::StatusOr<StepTiming> HostTrainer::StepPipelined() {
-  const Blas* blas = LoadBlas();
   const int L = spec_.layers();
   const int H = static_cast<int>(spec_.hidden());
   const int B = static_cast<int>(batch_);
@@ -156,21 +194,11 @@ absl::StatusOr<StepTiming> HostTrainer::StepPipelined() {
       }
       if (auto s = Settle(b); !s.ok()) return s;
     }
-    blas->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasTrans, B, H, H, 1.0f,
-                a_[l].data(), H, &w_[static_cast<int64_t>(l) * H * H], H, 0.0f,
-                z_[l].data(), H);
-    for (int64_t i = 0; i < n; ++i) {
-      a_[l + 1][i] = static_cast<float>(Gelu(z_[l][i]));
-    }
+    ForwardLayer(l);
     if (auto s = progress(); !s.ok()) return s;
   }
-  double loss = 0;
-  for (float x : a_[L]) loss += static_cast<double>(x) * x;
-  const double count = static_cast<double>(n);
-  t.loss = loss / count;
-  for (int64_t i = 0; i < n; ++i) {
-    da_[i] = static_cast<float>(2.0 * a_[L][i] / count);
-  }
+  t.loss = Loss();
+  SeedGradient();
   auto start = [&](size_t b) -> absl::Status {
     pending_[b].step = step_;
     if (size_ < 2) return absl::OkStatus();  // the update alone, next forward
@@ -186,24 +214,14 @@ absl::StatusOr<StepTiming> HostTrainer::StepPipelined() {
     return absl::OkStatus();
   };
   auto last_of = [&](int l) { return buckets_[bucket_of_[l]].back() == l; };
-  auto dw = [&](int l, const float* dz) {
-    blas->sgemm(kCblasRowMajor, kCblasTrans, kCblasNoTrans, H, H, B, 1.0f, dz,
-                H, a_[l].data(), H, 0.0f,
-                &grad_[static_cast<int64_t>(l) * H * H], H);
-  };
-  auto dx = [&](int l, const float* dz) {
-    blas->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasNoTrans, B, H, H, 1.0f, dz,
-                H, &w_[static_cast<int64_t>(l) * H * H], H, 0.0f, da_.data(),
-                H);
-  };
   // Upper layers as DDP; the lower ones: dZ in place of Z, the
   // input-gradient chain, then their weight gradients lowest first.
   for (int l = L - 1; l >= deferred_; --l) {
     for (int64_t i = 0; i < n; ++i) {
       dz_[i] = static_cast<float>(da_[i] * GeluGrad(z_[l][i]));
     }
-    dw(l, dz_.data());
-    if (l > 0) dx(l, dz_.data());
+    WeightGradient(l, dz_.data());
+    if (l > 0) InputGradient(l, dz_.data());
     if (last_of(l)) {
       if (auto s = start(bucket_of_[l]); !s.ok()) return s;
     }
@@ -213,11 +231,11 @@ absl::StatusOr<StepTiming> HostTrainer::StepPipelined() {
     for (int64_t i = 0; i < n; ++i) {
       z_[l][i] = static_cast<float>(da_[i] * GeluGrad(z_[l][i]));
     }
-    if (l > 0) dx(l, z_[l].data());
+    if (l > 0) InputGradient(l, z_[l].data());
     if (auto s = progress(); !s.ok()) return s;
   }
   for (int l = 0; l < deferred_; ++l) {
-    dw(l, z_[l].data());
+    WeightGradient(l, z_[l].data());
     if (last_of(l)) {
       if (auto s = start(bucket_of_[l]); !s.ok()) return s;
     }
@@ -232,7 +250,6 @@ absl::StatusOr<StepTiming> HostTrainer::StepPipelined() {
 
 absl::StatusOr<StepTiming> HostTrainer::Step() {
   if (pipelined_) return StepPipelined();
-  const Blas* blas = LoadBlas();
   const int L = spec_.layers();
   const int H = static_cast<int>(spec_.hidden());
   const int B = static_cast<int>(batch_);
@@ -243,28 +260,15 @@ absl::StatusOr<StepTiming> HostTrainer::Step() {
   double work_from = t0;
   auto work_end = [&] { t.compute_s += Now() - work_from; };
   auto work_begin = [&] { work_from = Now(); };
-  // Forward: z = a W^T, a' = GELU(z).
-  for (int l = 0; l < L; ++l) {
-    blas->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasTrans, B, H, H, 1.0f,
-                a_[l].data(), H, &w_[static_cast<int64_t>(l) * H * H], H, 0.0f,
-                z_[l].data(), H);
-    for (int64_t i = 0; i < static_cast<int64_t>(B) * H; ++i) {
-      a_[l + 1][i] = static_cast<float>(Gelu(z_[l][i]));
-    }
-  }
-  double loss = 0;
-  for (float x : a_[L]) loss += static_cast<double>(x) * x;
-  const double count = static_cast<double>(B) * H;
-  t.loss = loss / count;
+  for (int l = 0; l < L; ++l) ForwardLayer(l);
+  t.loss = Loss();
   if (spec_.inference()) {  // forward only: no backward, reduction or update
     work_end();
     t.backward_end_at = t.comm_done_at = Now();
     t.step_s = t.backward_end_at - t0;
     return t;
   }
-  for (int64_t i = 0; i < static_cast<int64_t>(B) * H; ++i) {
-    da_[i] = static_cast<float>(2.0 * a_[L][i] / count);
-  }
+  SeedGradient();
   // Backward, last layer first; a bucket's all-reduce starts once its last
   // layer's gradient exists (with overlap), progressed between layers.
   std::vector<std::unique_ptr<HostComm::Request>> reqs;
@@ -284,16 +288,8 @@ absl::StatusOr<StepTiming> HostTrainer::Step() {
     for (int64_t i = 0; i < static_cast<int64_t>(B) * H; ++i) {
       dz_[i] = static_cast<float>(da_[i] * GeluGrad(z_[l][i]));
     }
-    // dW[out][in] = sum_s dz[s][out] a[s][in]: dz^T a.
-    blas->sgemm(kCblasRowMajor, kCblasTrans, kCblasNoTrans, H, H, B, 1.0f,
-                dz_.data(), H, a_[l].data(), H, 0.0f,
-                &grad_[static_cast<int64_t>(l) * H * H], H);
-    if (l > 0) {
-      // da[s][in] = sum_out dz[s][out] W[out][in]: dz W.
-      blas->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasNoTrans, B, H, H, 1.0f,
-                  dz_.data(), H, &w_[static_cast<int64_t>(l) * H * H], H, 0.0f,
-                  da_.data(), H);
-    }
+    WeightGradient(l, dz_.data());
+    if (l > 0) InputGradient(l, dz_.data());
     work_end();
     if (size_ > 1 && spec_.overlap()) {
       const double comm_from = Now();

@@ -34,6 +34,16 @@ class HostTrainer : public Trainer {
   std::vector<std::vector<int>> buckets_;
   std::string describe_;
 
+  // The step's arithmetic, shared by both schedules (B samples x H
+  // features, row-major): z = a W^T, a' = GELU(z) for layer l; the mean
+  // loss of the output; its gradient into da_; dW = dz^T a into layer l's
+  // gradient; da = dz W.
+  void ForwardLayer(int l);
+  double Loss() const;
+  void SeedGradient();
+  void WeightGradient(int l, const float* dz);
+  void InputGradient(int l, const float* dz);
+
   // schedule: pipelined: the same order as the GPU trainer's; a bucket's
   // all-reduce stays in flight into the next step, whose forward waits for
   // it (and applies its update) just before the bucket's first layer.
