@@ -6,8 +6,9 @@
 #     verdict fails (exit 1): rank 2's GEMM and copy fail the fleet rule,
 #     only pairs with rank 2 fail, rank 2 is the one suspect, and its node
 #     fails; the JSON view says the same.
-#  3. Against the normal run as a baseline (baseline_within 25%), the slow
-#     run fails rank 2's checks and nothing else.
+#  3. Against the normal run as a baseline (baseline_within 25% on the
+#     GEMMs: one memory-copy run against another varied by 33% on a busy CI
+#     machine), the slow run fails rank 2's check and nothing else.
 #  4. A rules file with a mistake is refused with file:line and exit 2.
 #   tests/report/verdict.sh BIN_DIR
 set -euo pipefail
@@ -58,7 +59,6 @@ cat > "$work/baseline.yaml" <<'YAML'
 name: against last run
 rules:
   - {name: same-as-before, match: {bench: gemm}, baseline_within: 25%}
-  - {name: same-copy, match: {bench: local_copy}, baseline_within: 25%}
 YAML
 code=0
 "$bin/ringmaster" verdict "$work/slow" --rules "$work/baseline.yaml" \
