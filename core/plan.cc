@@ -2,12 +2,14 @@
 
 #include <openssl/evp.h>
 
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <span>
 #include <sstream>
 #include <vector>
 
@@ -30,14 +32,27 @@ constexpr const char* kTopKeys[] = {"name",  "description",    "ranks",
                                     "cases", "variants"};
 constexpr const char* kVariantKeys[] = {"name", "env", "ceiling",
                                         "description"};
-constexpr const char* kCaseKeys[] = {
-    "name",        "collective", "sizes",          "dtypes",    "ops",
-    "placement",   "root",       "verify",         "backend",   "timing",
-    "ladder",      "bench",      "method",         "direction", "traffic",
-    "pattern",     "memory",     "path",           "shapes",    "model",
-    "optimizer",   "lr",         "bucket",         "overlap",   "steps",
-    "check_steps", "scaling",    "comm",           "mode",      "slow_ratio",
-    "members",     "schedule",   "deferred_layers"};
+// Keys only bench: train takes; every case may carry them (the other
+// parsers say which bench they belong to).
+constexpr std::array<const char*, 15> kTrainKeys = {
+    "model",          "optimizer",  "lr",          "bucket",
+    "overlap",        "steps",      "check_steps", "scaling",
+    "comm",           "mode",       "schedule",    "deferred_layers",
+    "master_weights", "loss_scale", "gemm"};
+constexpr std::array<const char*, 21> kOtherCaseKeys = {
+    "name",   "collective", "sizes",   "dtypes",  "ops",    "placement",
+    "root",   "verify",     "backend", "timing",  "ladder", "bench",
+    "method", "direction",  "traffic", "pattern", "memory", "path",
+    "shapes", "slow_ratio", "members"};
+template <size_t A, size_t B>
+constexpr std::array<const char*, A + B> Concat(
+    const std::array<const char*, A>& a, const std::array<const char*, B>& b) {
+  std::array<const char*, A + B> out{};
+  for (size_t i = 0; i < A; ++i) out[i] = a[i];
+  for (size_t i = 0; i < B; ++i) out[A + i] = b[i];
+  return out;
+}
+constexpr auto kCaseKeys = Concat(kOtherCaseKeys, kTrainKeys);
 constexpr const char* kModelKeys[] = {"layers", "hidden", "batch"};
 constexpr const char* kTimingKeys[] = {"warmup",
                                        "min_samples",
@@ -233,9 +248,8 @@ class PlanParser {
         absl::StrFormat("%s:%d: %s: %s", file_, line, field, what));
   }
 
-  template <size_t N>
   absl::Status CheckKeys(const YAML::Node& map, const std::string& prefix,
-                         const char* const (&allowed)[N]) const {
+                         std::span<const char* const> allowed) const {
     for (const auto& kv : map) {
       std::string key = kv.first.Scalar();
       bool ok = false;
@@ -540,13 +554,11 @@ class PlanParser {
       RM_RETURN_IF_ERROR(ParseBenchCase(node, get, &spec));
       return spec;
     }
-    for (const char* key :
-         {"method",         "direction",   "traffic", "pattern",
-          "memory",         "path",        "shapes",  "model",
-          "optimizer",      "lr",          "bucket",  "overlap",
-          "steps",          "check_steps", "scaling", "comm",
-          "mode",           "slow_ratio",  "members", "schedule",
-          "deferred_layers"}) {
+    std::vector<const char*> node_keys = {"method",  "direction",  "traffic",
+                                          "pattern", "memory",     "path",
+                                          "shapes",  "slow_ratio", "members"};
+    node_keys.insert(node_keys.end(), kTrainKeys.begin(), kTrainKeys.end());
+    for (const char* key : node_keys) {
       YAML::Node n = get(key, &f);
       if (n) {
         return Error(n, f,
@@ -758,9 +770,7 @@ class PlanParser {
     const v1::Bench bench = spec->bench();
     const std::string bname(BenchName(bench));
     if (bench == v1::BENCH_TRAIN) return ParseTrainCase(node, get, spec);
-    for (const char* key : {"model", "optimizer", "lr", "bucket", "overlap",
-                            "steps", "check_steps", "scaling", "comm", "mode",
-                            "schedule", "deferred_layers"}) {
+    for (const char* key : kTrainKeys) {
       YAML::Node n = get(key, &f);
       if (n)
         return Error(
@@ -1124,6 +1134,28 @@ class PlanParser {
       }
       RM_ASSIGN_OR_RETURN(int64_t v, Int(dl, f, 1, layers));
       t->set_deferred_layers(static_cast<int32_t>(v));
+    }
+    t->set_gemm("autotune");
+    if (YAML::Node g = get("gemm", &f)) {
+      std::string v = g.IsScalar() ? absl::AsciiStrToLower(g.Scalar()) : "";
+      if (v != "autotune" && v != "heuristic") {
+        return Error(
+            g, f,
+            absl::StrFormat("expected autotune or heuristic, got %s", Show(g)));
+      }
+      t->set_gemm(v);
+    }
+    if (YAML::Node mw = get("master_weights", &f)) {
+      RM_ASSIGN_OR_RETURN(bool v, Bool(mw, f));
+      t->set_master_weights(v);
+    }
+    if (YAML::Node ls = get("loss_scale", &f)) {
+      if (ls.IsScalar() && absl::AsciiStrToLower(ls.Scalar()) == "auto") {
+        t->set_loss_scale(0);
+      } else {
+        RM_ASSIGN_OR_RETURN(double v, Number(ls, f, 0, 1e12));
+        t->set_loss_scale(v);
+      }
     }
     if (YAML::Node ov = get("overlap", &f)) {
       RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(ov, f));

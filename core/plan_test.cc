@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
+#include <utility>
 
 #include "core/sweep.h"
 
@@ -256,6 +258,25 @@ INSTANTIATE_TEST_SUITE_P(
                 "    model: {layers: 2, hidden: 4, batch: 2}\n"
                 "    schedule: pipelined\n    deferred_layers: 3\n",
                 "bad.yaml:7: cases[0].deferred_layers:", "in [1, 2]"},
+        BadPlan{"train_bad_gemm",
+                "name: x\ncases:\n  - name: a\n    bench: train\n"
+                "    model: {layers: 2, hidden: 4, batch: 2}\n"
+                "    gemm: fastest\n",
+                "bad.yaml:6: cases[0].gemm:", "autotune or heuristic"},
+        BadPlan{"train_negative_loss_scale",
+                "name: x\ncases:\n  - name: a\n    bench: train\n"
+                "    model: {layers: 2, hidden: 4, batch: 2}\n"
+                "    loss_scale: -8\n",
+                "bad.yaml:6: cases[0].loss_scale:", "in (0,"},
+        BadPlan{"train_master_weights_not_bool",
+                "name: x\ncases:\n  - name: a\n    bench: train\n"
+                "    model: {layers: 2, hidden: 4, batch: 2}\n"
+                "    master_weights: sometimes\n",
+                "bad.yaml:6: cases[0].master_weights:", "true or false"},
+        BadPlan{"master_weights_on_collective",
+                "name: x\ncases:\n  - {name: a, collective: all_reduce, "
+                "sizes: 8B, master_weights: true}\n",
+                "bad.yaml:3: cases[0].master_weights:", "not to collectives"},
         BadPlan{"train_key_on_p2p",
                 "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 8B, "
                 "optimizer: sgd}\n",
@@ -394,6 +415,31 @@ cases:
   EXPECT_EQ(d->cases(0).train().comm(), "nccl");
   EXPECT_EQ(d->cases(0).train().schedule(), "ddp");
   EXPECT_EQ(d->cases(0).train().deferred_layers(), 0);
+  EXPECT_FALSE(d->cases(0).train().master_weights());
+  EXPECT_EQ(d->cases(0).train().loss_scale(), 0);  // auto
+  EXPECT_EQ(d->cases(0).train().gemm(), "autotune");
+  // Precision keys: a dtype sweep with master weights, a fixed loss scale,
+  // the heuristic's GEMM algorithm; "auto" is 0.
+  auto prec = ParsePlanYaml(
+      "name: x\ncases:\n  - {name: m, bench: train, dtypes: [fp16, tf32], "
+      "master_weights: true, loss_scale: 1024, gemm: heuristic, model: "
+      "{layers: 1, hidden: 4, batch: [2, 4]}}\n  - {name: n, bench: train, "
+      "loss_scale: auto, model: {layers: 1, hidden: 4, batch: 2}}\n",
+      "m.yaml");
+  ASSERT_TRUE(prec.ok()) << prec.status();
+  EXPECT_TRUE(prec->cases(0).train().master_weights());
+  EXPECT_EQ(prec->cases(0).train().loss_scale(), 1024);
+  EXPECT_EQ(prec->cases(0).train().gemm(), "heuristic");
+  EXPECT_EQ(prec->cases(1).train().loss_scale(), 0);
+  auto prec_cases = ExpandPlan(*prec, 100000, 1);
+  ASSERT_TRUE(prec_cases.ok()) << prec_cases.status();
+  ASSERT_EQ(prec_cases->size(), 5u);  // 2 batches x 2 dtypes, then n
+  std::set<std::pair<int64_t, v1::DataType>> points;
+  for (int i = 0; i < 4; ++i) {
+    points.insert({(*prec_cases)[i].train().batch(), (*prec_cases)[i].dtype()});
+    EXPECT_TRUE((*prec_cases)[i].train().master_weights());
+  }
+  EXPECT_EQ(points.size(), 4u);
   auto pipe = ParsePlanYaml(
       "name: x\ncases:\n  - {name: m, bench: train, schedule: pipelined, "
       "deferred_layers: 3, model: {layers: 8, hidden: 4, batch: 2}}\n",

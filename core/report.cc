@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/names.h"
@@ -378,16 +379,39 @@ std::string RenderTrainScaling(const std::vector<v1::Result>& results) {
   }
   if (order.empty()) return "";
   std::string out;
-  // Batch sweeps: the best-throughput batch per case, mode and rank count.
+  // Batch and precision sweeps: the best-throughput point per case, mode
+  // and rank count; per precision, the largest batch that ran and the
+  // smallest that ran out of memory.
+  auto sweep_key = [](const v1::Result& r) {
+    const v1::Case& c = r.case_();
+    return absl::StrFormat("%s (%s, %d rank%s)", c.spec_name(),
+                           c.train().inference() ? "inference" : "train",
+                           r.nranks(), r.nranks() == 1 ? "" : "s");
+  };
   std::map<std::string, const v1::Result*> best;
   std::vector<std::string> best_order;
+  struct Fit {
+    int64_t ran = 0, out = 0;  // largest batch that ran, smallest that did not
+  };
+  std::map<std::string, Fit> fits;
+  std::vector<std::string> fit_order;
   for (const auto& r : results) {
     const v1::Case& c = r.case_();
-    if (c.bench() != v1::BENCH_TRAIN || r.status() != v1::OK) continue;
-    std::string k =
-        absl::StrFormat("%s (%s, %d rank%s)", c.spec_name(),
-                        c.train().inference() ? "inference" : "train",
-                        r.nranks(), r.nranks() == 1 ? "" : "s");
+    if (c.bench() != v1::BENCH_TRAIN) continue;
+    const bool oom = r.status() == v1::SKIPPED &&
+                     absl::StartsWith(r.failure().detail(), "out of memory");
+    if (r.status() != v1::OK && !oom) continue;
+    const std::string fk =
+        sweep_key(r) + " " + std::string(DataTypeName(c.dtype()));
+    if (!fits.count(fk)) fit_order.push_back(fk);
+    Fit& fit = fits[fk];
+    const int64_t b = c.train().batch();
+    if (oom) {
+      fit.out = fit.out == 0 ? b : std::min(fit.out, b);
+      continue;
+    }
+    fit.ran = std::max(fit.ran, b);
+    const std::string k = sweep_key(r);
     if (!best.count(k)) best_order.push_back(k);
     if (!best.count(k) ||
         r.train().samples_per_s() > best[k]->train().samples_per_s())
@@ -425,10 +449,18 @@ std::string RenderTrainScaling(const std::vector<v1::Result>& results) {
   for (const auto& k : best_order) {
     const v1::Result* r = best[k];
     out += absl::StrFormat(
-        "# best throughput %s: batch %d, %.1f samples/s, step p50 %.3f ms p99 "
-        "%.3f ms\n",
-        k, r->case_().train().batch(), r->train().samples_per_s(),
+        "# best throughput %s: batch %d, %s, %.1f samples/s, %.1f TFLOP/s per "
+        "rank, step p50 %.3f ms p99 %.3f ms\n",
+        k, r->case_().train().batch(), DataTypeName(r->case_().dtype()),
+        r->train().samples_per_s(), r->train().tflops_per_rank(),
         r->stats().median_s() * 1e3, r->stats().p99_s() * 1e3);
+  }
+  for (const auto& k : fit_order) {
+    const Fit& f = fits[k];
+    if (f.out == 0) continue;  // nothing ran out of memory
+    out += absl::StrFormat(
+        "# memory %s: batch %s ran, batch %d ran out of memory\n", k,
+        f.ran > 0 ? absl::StrFormat("%d", f.ran) : std::string("none"), f.out);
   }
   return out;
 }
@@ -471,6 +503,12 @@ std::string BenchLabel(const v1::Case& c) {
           t.schedule() == "pipelined" && t.deferred_layers() > 0
               ? absl::StrFormat(", %d deferred", t.deferred_layers())
               : ""));
+      if (t.master_weights() &&
+          (c.dtype() == v1::BFLOAT16 || c.dtype() == v1::FLOAT16))
+        parts.back() += ", fp32 master";
+      if (t.loss_scale() > 0)
+        parts.back() += absl::StrFormat(", loss scale %g", t.loss_scale());
+      if (t.gemm() == "heuristic") parts.back() += ", heuristic GEMMs";
       break;
     }
     default:

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace ringmaster {
 namespace {
@@ -309,6 +311,70 @@ TEST(NodeSummary, EvenNodesHaveNoVerdictAndOneHostNoSummary) {
     for (auto& h : *r.mutable_provenance()->mutable_hosts()) h = "vm";
   }
   EXPECT_EQ(RenderNodeSummary(results), "");
+}
+
+// A precision x batch sweep: the best point names its batch and dtype;
+// per dtype the largest batch that ran and the first that ran out of
+// memory (other skips are not memory limits).
+v1::Result TrainPoint(v1::DataType dtype, int64_t batch, double step_s,
+                      const std::string& skipped = "") {
+  v1::Result r;
+  v1::Case* c = r.mutable_case_();
+  c->set_spec_name("mlp");
+  c->set_bench(v1::BENCH_TRAIN);
+  c->set_dtype(dtype);
+  c->mutable_train()->set_layers(8);
+  c->mutable_train()->set_hidden(1024);
+  c->mutable_train()->set_batch(batch);
+  c->mutable_train()->set_optimizer("sgd");
+  c->mutable_train()->set_overlap(true);
+  r.set_nranks(1);
+  if (!skipped.empty()) {
+    r.set_status(v1::SKIPPED);
+    r.mutable_failure()->set_reason(v1::REJECTED);
+    r.mutable_failure()->set_detail(skipped);
+    return r;
+  }
+  r.set_status(v1::OK);
+  r.mutable_stats()->set_median_s(step_s);
+  r.mutable_stats()->set_p99_s(step_s * 1.1);
+  r.mutable_train()->set_samples_per_s(batch / step_s);
+  r.mutable_train()->set_tflops_per_rank(6.0 * batch * 1024 * 1024 * 8 /
+                                         step_s / 1e12);
+  r.mutable_train()->set_compute_s(step_s);
+  r.mutable_train()->set_step_of_breakdown_s(step_s);
+  return r;
+}
+
+TEST(RenderTrainScaling, BestPointAndMemoryLimitPerPrecision) {
+  const std::string oom = "out of memory: the step needs 150.0 GiB";
+  std::vector<v1::Result> results = {
+      TrainPoint(v1::FLOAT32, 1024, 0.010),
+      TrainPoint(v1::FLOAT32, 4096, 0.030),  // 136533 samples/s
+      TrainPoint(v1::FLOAT32, 16384, 0, oom),
+      TrainPoint(v1::FLOAT32, 65536, 0, oom),
+      TrainPoint(v1::BFLOAT16, 1024, 0.004),
+      TrainPoint(v1::BFLOAT16, 4096, 0.012),  // 341333: the best
+      TrainPoint(v1::BFLOAT16, 16384, 0.060),
+      TrainPoint(v1::BFLOAT16, 65536, 0, oom),
+      TrainPoint(v1::FLOAT16, 1024, 0, "the GPU trainer computes in ..."),
+  };
+  const std::string out = RenderTrainScaling(results);
+  EXPECT_NE(out.find("# best throughput mlp (train, 1 rank): batch 4096, "
+                     "bfloat16, 341333.3 samples/s"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("# memory mlp (train, 1 rank) float32: batch 4096 ran, "
+                     "batch 16384 ran out of memory"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("# memory mlp (train, 1 rank) bfloat16: batch 16384 "
+                     "ran, batch 65536 ran out of memory"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("rank) float16"), std::string::npos) << out;
+  EXPECT_EQ(out.find("# best throughput mlp (train, 1 rank): batch 1024"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -245,7 +245,9 @@ TEST(Verdict, EveryCommittedRulesFileLoads) {
     if (e.path().extension() != ".yaml") continue;
     auto r = LoadRules(e.path().string());
     EXPECT_TRUE(r.ok()) << r.status();
-    if (r.ok()) EXPECT_FALSE(r->rules.empty()) << e.path();
+    if (r.ok()) {
+      EXPECT_FALSE(r->rules.empty()) << e.path();
+    }
     ++files;
   }
   EXPECT_GE(files, 2);

@@ -1,4 +1,5 @@
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <initializer_list>
@@ -21,19 +22,66 @@ int Grid(int64_t n, int threads = 256) {
            static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; \
        i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
-__global__ void InitWeights(bf16* w, int layers, int64_t h) {
+// Conversions between the storage type and the fp32 the math runs in.
+__device__ __forceinline__ float ToF(float x) { return x; }
+__device__ __forceinline__ float ToF(__half x) { return __half2float(x); }
+__device__ __forceinline__ float ToF(bf16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ __forceinline__ T FromF(float x);
+template <>
+__device__ __forceinline__ float FromF<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __half FromF<__half>(float x) {
+  return __float2half_rn(x);
+}
+template <>
+__device__ __forceinline__ bf16 FromF<bf16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+// 16 bytes per access (8 16-bit or 4 32-bit elements) for the element-wise
+// passes, which are memory-bound: wide accesses matter. Callers use them
+// when n is a multiple of Vec<T>::N and the pointers are 16-byte aligned
+// (cudaMalloc's are).
+template <typename T>
+struct Vec {
+  static constexpr int N = 16 / sizeof(T);
+  float v[N];
+};
+template <typename T>
+__device__ __forceinline__ Vec<T> Load(const T* p, int64_t i) {
+  alignas(16) T e[Vec<T>::N];
+  *reinterpret_cast<uint4*>(e) = reinterpret_cast<const uint4*>(p)[i];
+  Vec<T> out;
+#pragma unroll
+  for (int k = 0; k < Vec<T>::N; ++k) out.v[k] = ToF(e[k]);
+  return out;
+}
+template <typename T>
+__device__ __forceinline__ void Store(T* p, int64_t i, const Vec<T>& x) {
+  alignas(16) T e[Vec<T>::N];
+#pragma unroll
+  for (int k = 0; k < Vec<T>::N; ++k) e[k] = FromF<T>(x.v[k]);
+  reinterpret_cast<uint4*>(p)[i] = *reinterpret_cast<const uint4*>(e);
+}
+
+template <typename T>
+__global__ void InitWeights(T* w, float* master, int layers, int64_t h) {
   const int64_t n = static_cast<int64_t>(layers) * h * h;
   GRID_STRIDE(i, n) {
     int l = static_cast<int>(i / (h * h));
     int64_t r = (i / h) % h, c = i % h;
-    w[i] = __float2bfloat16(TrainWeight(l, r, c, h));
+    const float x = TrainWeight(l, r, c, h);
+    w[i] = FromF<T>(x);
+    if (master) master[i] = x;
   }
 }
 
-__global__ void InitInputs(bf16* a, int64_t b, int64_t h, int64_t first) {
-  GRID_STRIDE(i, b * h) {
-    a[i] = __float2bfloat16(TrainInput(first + i / h, i % h));
-  }
+template <typename T>
+__global__ void InitInputs(T* a, int64_t b, int64_t h, int64_t first) {
+  GRID_STRIDE(i, b * h) { a[i] = FromF<T>(TrainInput(first + i / h, i % h)); }
 }
 
 __device__ float GeluF(float x) {
@@ -44,54 +92,30 @@ __device__ float GeluGradF(float x) {
          x * 0.39894228f * __expf(-0.5f * x * x);
 }
 
-// 8 bf16 per 16-byte access, for the element-wise passes (memory-bound:
-// wide accesses matter). Callers use these when n % 8 == 0 and the pointers
-// are 16-byte aligned (cudaMalloc's are).
-struct Bf16x8 {
-  float v[8];
-};
-__device__ Bf16x8 Load8(const bf16* p, int64_t i) {
-  uint4 raw = reinterpret_cast<const uint4*>(p)[i];
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-  Bf16x8 out;
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    float2 f = __bfloat1622float2(h[k]);
-    out.v[2 * k] = f.x;
-    out.v[2 * k + 1] = f.y;
-  }
-  return out;
+template <typename T>
+__global__ void GeluFwd(const T* z, T* a, int64_t n) {
+  GRID_STRIDE(i, n) { a[i] = FromF<T>(GeluF(ToF(z[i]))); }
 }
-__device__ void Store8(bf16* p, int64_t i, const Bf16x8& x) {
-  uint4 raw;
-  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&raw);
+template <typename T>
+__global__ void GeluFwdV(const T* z, T* a, int64_t nv) {
+  GRID_STRIDE(i, nv) {
+    Vec<T> x = Load(z, i);
 #pragma unroll
-  for (int k = 0; k < 4; ++k)
-    h[k] = __floats2bfloat162_rn(x.v[2 * k], x.v[2 * k + 1]);
-  reinterpret_cast<uint4*>(p)[i] = raw;
-}
-
-__global__ void GeluFwd(const bf16* z, bf16* a, int64_t n) {
-  GRID_STRIDE(i, n) { a[i] = __float2bfloat16(GeluF(__bfloat162float(z[i]))); }
-}
-__global__ void GeluFwd8(const bf16* z, bf16* a, int64_t n8) {
-  GRID_STRIDE(i, n8) {
-    Bf16x8 x = Load8(z, i);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) x.v[k] = GeluF(x.v[k]);
-    Store8(a, i, x);
+    for (int k = 0; k < Vec<T>::N; ++k) x.v[k] = GeluF(x.v[k]);
+    Store(a, i, x);
   }
 }
 
 // A few blocks per SM, each reducing in shared memory to one atomic.
-__global__ void LossGrad(const bf16* out, bf16* da, int64_t n, double count,
-                         double* loss) {
+template <typename T>
+__global__ void LossGrad(const T* out, T* da, int64_t n, double count,
+                         float loss_scale, double* loss) {
   __shared__ double warp_sums[32];
   double local = 0;
   GRID_STRIDE(i, n) {
-    float o = __bfloat162float(out[i]);
+    float o = ToF(out[i]);
     local += static_cast<double>(o) * o;
-    da[i] = __float2bfloat16(static_cast<float>(2.0 * o / count));
+    da[i] = FromF<T>(static_cast<float>(2.0 * loss_scale * o / count));
   }
   for (int off = 16; off > 0; off /= 2)
     local += __shfl_down_sync(0xffffffffu, local, off);
@@ -105,47 +129,59 @@ __global__ void LossGrad(const bf16* out, bf16* da, int64_t n, double count,
   }
 }
 
-__global__ void GeluBwd(const bf16* da, const bf16* z, bf16* dz, int64_t n) {
-  GRID_STRIDE(i, n) {
-    dz[i] = __float2bfloat16(__bfloat162float(da[i]) *
-                             GeluGradF(__bfloat162float(z[i])));
-  }
+template <typename T>
+__global__ void GeluBwd(const T* da, const T* z, T* dz, int64_t n) {
+  GRID_STRIDE(i, n) { dz[i] = FromF<T>(ToF(da[i]) * GeluGradF(ToF(z[i]))); }
 }
-__global__ void GeluBwd8(const bf16* da, const bf16* z, bf16* dz, int64_t n8) {
-  GRID_STRIDE(i, n8) {
-    Bf16x8 d = Load8(da, i), x = Load8(z, i);
+template <typename T>
+__global__ void GeluBwdV(const T* da, const T* z, T* dz, int64_t nv) {
+  GRID_STRIDE(i, nv) {
+    Vec<T> d = Load(da, i), x = Load(z, i);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) d.v[k] *= GeluGradF(x.v[k]);
-    Store8(dz, i, d);
+    for (int k = 0; k < Vec<T>::N; ++k) d.v[k] *= GeluGradF(x.v[k]);
+    Store(dz, i, d);
   }
 }
 
-__global__ void Sgd(bf16* w, const bf16* g, int64_t n, float lr, float scale) {
+// With master weights the fp32 copy is updated and w is its rounding.
+template <typename T>
+__global__ void Sgd(T* w, float* master, const T* g, int64_t n, float lr,
+                    float scale) {
   GRID_STRIDE(i, n) {
-    w[i] = __float2bfloat16(__bfloat162float(w[i]) -
-                            lr * scale * __bfloat162float(g[i]));
+    const float x = (master ? master[i] : ToF(w[i])) - lr * scale * ToF(g[i]);
+    if (master) master[i] = x;
+    w[i] = FromF<T>(x);
   }
 }
-__global__ void Sgd8(bf16* w, const bf16* g, int64_t n8, float lr,
+template <typename T>
+__global__ void SgdV(T* w, float* master, const T* g, int64_t nv, float lr,
                      float scale) {
-  GRID_STRIDE(i, n8) {
-    Bf16x8 x = Load8(w, i), d = Load8(g, i);
+  constexpr int N = Vec<T>::N;
+  GRID_STRIDE(i, nv) {
+    Vec<T> x = Load(w, i), d = Load(g, i);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) x.v[k] -= lr * scale * d.v[k];
-    Store8(w, i, x);
+    for (int k = 0; k < N; ++k) {
+      const float cur = master ? master[i * N + k] : x.v[k];
+      x.v[k] = cur - lr * scale * d.v[k];
+      if (master) master[i * N + k] = x.v[k];
+    }
+    Store(w, i, x);
   }
 }
 
-__global__ void Adam(bf16* w, const bf16* g, float* m, float* v, int64_t n,
-                     float lr, float scale, float c1, float c2) {
+template <typename T>
+__global__ void Adam(T* w, float* master, const T* g, float* m, float* v,
+                     int64_t n, float lr, float scale, float c1, float c2) {
   GRID_STRIDE(i, n) {
-    float gi = scale * __bfloat162float(g[i]);
+    float gi = scale * ToF(g[i]);
     float mi = 0.9f * m[i] + 0.1f * gi;
     float vi = 0.999f * v[i] + 0.001f * gi * gi;
     m[i] = mi;
     v[i] = vi;
-    w[i] = __float2bfloat16(__bfloat162float(w[i]) -
-                            lr * (mi / c1) / (sqrtf(vi / c2) + 1e-8f));
+    const float x = (master ? master[i] : ToF(w[i])) -
+                    lr * (mi / c1) / (sqrtf(vi / c2) + 1e-8f);
+    if (master) master[i] = x;
+    w[i] = FromF<T>(x);
   }
 }
 
@@ -168,24 +204,25 @@ __global__ void WaitFlag(const int* local, int value) {
   __threadfence_system();
 }
 
-__global__ void Add8(bf16* dst, const bf16* src, int64_t n8) {
-  GRID_STRIDE(i, n8) {
-    Bf16x8 a = Load8(dst, i), b = Load8(src, i);
+template <typename T>
+__global__ void AddV(T* dst, const T* src, int64_t nv) {
+  GRID_STRIDE(i, nv) {
+    Vec<T> a = Load(dst, i), b = Load(src, i);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) a.v[k] += b.v[k];
-    Store8(dst, i, a);
+    for (int k = 0; k < Vec<T>::N; ++k) a.v[k] += b.v[k];
+    Store(dst, i, a);
   }
 }
 
-__global__ void Add1(bf16* dst, const bf16* src, int64_t n) {
-  GRID_STRIDE(i, n) {
-    dst[i] =
-        __float2bfloat16(__bfloat162float(dst[i]) + __bfloat162float(src[i]));
-  }
+template <typename T>
+__global__ void Add1(T* dst, const T* src, int64_t n) {
+  GRID_STRIDE(i, n) { dst[i] = FromF<T>(ToF(dst[i]) + ToF(src[i])); }
 }
 
+// n elements of T in 16-byte vectors from 16-byte aligned pointers.
+template <typename T>
 bool Wide(int64_t n, std::initializer_list<const void*> ptrs) {
-  if (n % 8 != 0) return false;
+  if (n % Vec<T>::N != 0) return false;
   for (const void* p : ptrs) {
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
   }
@@ -202,70 +239,109 @@ int Sms() {
   return sms;
 }
 
+// Runs `body` with T the storage type of `t`.
+template <typename F>
+cudaError_t Dispatch(TrainType t, F&& body) {
+  switch (t) {
+    case TrainType::kFloat32:
+      body(float{});
+      break;
+    case TrainType::kFloat16:
+      body(__half{});
+      break;
+    case TrainType::kBFloat16:
+      body(bf16{});
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
 }  // namespace
 
-cudaError_t LaunchTrainInitWeights(void* w, int layers, int64_t hidden,
-                                   cudaStream_t s) {
-  InitWeights<<<Grid(static_cast<int64_t>(layers) * hidden * hidden), 256, 0,
-                s>>>(static_cast<bf16*>(w), layers, hidden);
-  return cudaGetLastError();
+size_t TrainTypeBytes(TrainType t) { return t == TrainType::kFloat32 ? 4 : 2; }
+
+cudaError_t LaunchTrainInitWeights(TrainType t, void* w, float* master,
+                                   int layers, int64_t hidden, cudaStream_t s) {
+  return Dispatch(t, [&](auto x) {
+    using T = decltype(x);
+    InitWeights<<<Grid(static_cast<int64_t>(layers) * hidden * hidden), 256, 0,
+                  s>>>(static_cast<T*>(w), master, layers, hidden);
+  });
 }
-cudaError_t LaunchTrainInitInputs(void* a, int64_t batch, int64_t hidden,
-                                  int64_t first_sample, cudaStream_t s) {
-  InitInputs<<<Grid(batch * hidden), 256, 0, s>>>(static_cast<bf16*>(a), batch,
-                                                  hidden, first_sample);
-  return cudaGetLastError();
+cudaError_t LaunchTrainInitInputs(TrainType t, void* a, int64_t batch,
+                                  int64_t hidden, int64_t first_sample,
+                                  cudaStream_t s) {
+  return Dispatch(t, [&](auto x) {
+    using T = decltype(x);
+    InitInputs<<<Grid(batch * hidden), 256, 0, s>>>(static_cast<T*>(a), batch,
+                                                    hidden, first_sample);
+  });
 }
 
-cudaError_t LaunchGeluForward(const void* z, void* a, int64_t n,
+cudaError_t LaunchGeluForward(TrainType t, const void* z, void* a, int64_t n,
                               cudaStream_t s) {
-  if (Wide(n, {z, a})) {
-    GeluFwd8<<<Grid(n / 8), 256, 0, s>>>(static_cast<const bf16*>(z),
-                                         static_cast<bf16*>(a), n / 8);
-  } else {
-    GeluFwd<<<Grid(n), 256, 0, s>>>(static_cast<const bf16*>(z),
-                                    static_cast<bf16*>(a), n);
-  }
-  return cudaGetLastError();
+  return Dispatch(t, [&](auto x) {
+    using T = decltype(x);
+    const T* zt = static_cast<const T*>(z);
+    T* at = static_cast<T*>(a);
+    if (Wide<T>(n, {z, a})) {
+      const int64_t nv = n / Vec<T>::N;
+      GeluFwdV<<<Grid(nv), 256, 0, s>>>(zt, at, nv);
+    } else {
+      GeluFwd<<<Grid(n), 256, 0, s>>>(zt, at, n);
+    }
+  });
 }
-cudaError_t LaunchLossGrad(const void* out, void* da, int64_t n, double count,
-                           double* loss_sum, cudaStream_t s) {
+cudaError_t LaunchLossGrad(TrainType t, const void* out, void* da, int64_t n,
+                           double count, float loss_scale, double* loss_sum,
+                           cudaStream_t s) {
   const int blocks = std::min<int64_t>(Grid(n), 4 * Sms());
-  LossGrad<<<blocks, 256, 0, s>>>(static_cast<const bf16*>(out),
-                                  static_cast<bf16*>(da), n, count, loss_sum);
-  return cudaGetLastError();
+  return Dispatch(t, [&](auto x) {
+    using T = decltype(x);
+    LossGrad<<<blocks, 256, 0, s>>>(static_cast<const T*>(out),
+                                    static_cast<T*>(da), n, count, loss_scale,
+                                    loss_sum);
+  });
 }
-cudaError_t LaunchGeluBackward(const void* da, const void* z, void* dz,
-                               int64_t n, cudaStream_t s) {
-  if (Wide(n, {da, z, dz})) {
-    GeluBwd8<<<Grid(n / 8), 256, 0, s>>>(static_cast<const bf16*>(da),
-                                         static_cast<const bf16*>(z),
-                                         static_cast<bf16*>(dz), n / 8);
-  } else {
-    GeluBwd<<<Grid(n), 256, 0, s>>>(static_cast<const bf16*>(da),
-                                    static_cast<const bf16*>(z),
-                                    static_cast<bf16*>(dz), n);
-  }
-  return cudaGetLastError();
+cudaError_t LaunchGeluBackward(TrainType t, const void* da, const void* z,
+                               void* dz, int64_t n, cudaStream_t s) {
+  return Dispatch(t, [&](auto x) {
+    using T = decltype(x);
+    const T *dat = static_cast<const T*>(da), *zt = static_cast<const T*>(z);
+    T* dzt = static_cast<T*>(dz);
+    if (Wide<T>(n, {da, z, dz})) {
+      const int64_t nv = n / Vec<T>::N;
+      GeluBwdV<<<Grid(nv), 256, 0, s>>>(dat, zt, dzt, nv);
+    } else {
+      GeluBwd<<<Grid(n), 256, 0, s>>>(dat, zt, dzt, n);
+    }
+  });
 }
-cudaError_t LaunchSgd(void* w, const void* g, int64_t n, float lr, float scale,
-                      cudaStream_t s) {
-  if (Wide(n, {w, g})) {
-    Sgd8<<<Grid(n / 8), 256, 0, s>>>(
-        static_cast<bf16*>(w), static_cast<const bf16*>(g), n / 8, lr, scale);
-  } else {
-    Sgd<<<Grid(n), 256, 0, s>>>(static_cast<bf16*>(w),
-                                static_cast<const bf16*>(g), n, lr, scale);
-  }
-  return cudaGetLastError();
+cudaError_t LaunchSgd(TrainType t, void* w, float* master, const void* g,
+                      int64_t n, float lr, float scale, cudaStream_t s) {
+  return Dispatch(t, [&](auto x) {
+    using T = decltype(x);
+    T* wt = static_cast<T*>(w);
+    const T* gt = static_cast<const T*>(g);
+    if (Wide<T>(n, {w, g, master})) {
+      const int64_t nv = n / Vec<T>::N;
+      SgdV<<<Grid(nv), 256, 0, s>>>(wt, master, gt, nv, lr, scale);
+    } else {
+      Sgd<<<Grid(n), 256, 0, s>>>(wt, master, gt, n, lr, scale);
+    }
+  });
 }
-cudaError_t LaunchAdam(void* w, const void* g, float* m, float* v, int64_t n,
-                       float lr, float scale, float c1, float c2,
-                       cudaStream_t s) {
-  Adam<<<Grid(n), 256, 0, s>>>(static_cast<bf16*>(w),
-                               static_cast<const bf16*>(g), m, v, n, lr, scale,
-                               c1, c2);
-  return cudaGetLastError();
+cudaError_t LaunchAdam(TrainType t, void* w, float* master, const void* g,
+                       float* m, float* v, int64_t n, float lr, float scale,
+                       float c1, float c2, cudaStream_t s) {
+  return Dispatch(t, [&](auto x) {
+    using T = decltype(x);
+    Adam<<<Grid(n), 256, 0, s>>>(static_cast<T*>(w), master,
+                                 static_cast<const T*>(g), m, v, n, lr, scale,
+                                 c1, c2);
+  });
 }
 
 cudaError_t LaunchSignal(int* remote_flag, int value, cudaStream_t s) {
@@ -276,17 +352,20 @@ cudaError_t LaunchWaitFlag(const int* local_flag, int value, cudaStream_t s) {
   WaitFlag<<<1, 1, 0, s>>>(local_flag, value);
   return cudaGetLastError();
 }
-cudaError_t LaunchAddBf16(void* dst, const void* src, int64_t n,
-                          cudaStream_t s) {
-  if (Wide(n, {dst, src})) {
-    // Few blocks: the add shares the GPU with backward's GEMMs.
-    Add8<<<std::min(Grid(n / 8), 2 * Sms()), 256, 0, s>>>(
-        static_cast<bf16*>(dst), static_cast<const bf16*>(src), n / 8);
-  } else {
-    Add1<<<Grid(n), 256, 0, s>>>(static_cast<bf16*>(dst),
-                                 static_cast<const bf16*>(src), n);
-  }
-  return cudaGetLastError();
+cudaError_t LaunchAdd(TrainType t, void* dst, const void* src, int64_t n,
+                      cudaStream_t s) {
+  return Dispatch(t, [&](auto x) {
+    using T = decltype(x);
+    T* d = static_cast<T*>(dst);
+    const T* sp = static_cast<const T*>(src);
+    if (Wide<T>(n, {dst, src})) {
+      // Few blocks: the add shares the GPU with backward's GEMMs.
+      const int64_t nv = n / Vec<T>::N;
+      AddV<<<std::min(Grid(nv), 2 * Sms()), 256, 0, s>>>(d, sp, nv);
+    } else {
+      Add1<<<Grid(n), 256, 0, s>>>(d, sp, n);
+    }
+  });
 }
 
 }  // namespace ringmaster

@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -34,11 +37,17 @@ double Seconds(cudaEvent_t a, cudaEvent_t b) {
 #define RM_LT(expr) RM_CUBLAS(expr, rank_)
 #define RM_NC(expr) RM_NCCL(expr, rank_)
 
-// One cuBLASLt GEMM configuration (bf16 in/out, fp32 accumulation).
+// One cuBLASLt GEMM configuration (the storage type in and out, fp32
+// accumulation; tf32 tensor cores for dtype tf32).
 struct Gemm {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  // The heuristic's candidates, best first; `chosen` indexes the one in
+  // use after Autotune (0 = the heuristic's first), `gain` its time saved.
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  int chosen = 0;
+  double gain = 0;
   void Destroy() {
     if (desc) cublasLtMatmulDescDestroy(desc);
     for (auto* l : {&a, &b, &d}) {
@@ -63,7 +72,16 @@ struct CudaTrainer::Impl {
   v1::TrainSpec spec_;
   int64_t batch_ = 0;
   int step_ = 0;
-  size_t elem_ = 2;  // bf16
+  // The precision: storage type, its bytes, cuBLASLt's data and compute
+  // types, NCCL's type; fp32 master weights (16-bit types, optional) and
+  // the loss scale (the optimizer divides it out again).
+  TrainType type_ = TrainType::kBFloat16;
+  size_t elem_ = 2;
+  cudaDataType_t data_type_ = CUDA_R_16BF;
+  cublasComputeType_t compute_type_ = CUBLAS_COMPUTE_32F;
+  ncclDataType_t nccl_type_ = ncclBfloat16;
+  float* master_ = nullptr;
+  float loss_scale_ = 1.0f;
   void* w_ = nullptr;
   void* g_ = nullptr;
   float* m_ = nullptr;
@@ -94,6 +112,8 @@ struct CudaTrainer::Impl {
   // its reduction behind: its dW GEMM runs in kSplit column chunks, each
   // reduced as soon as it exists (when that layer is a bucket of its own).
   static constexpr int kSplit = 4;
+  // cuBLASLt algorithms tried per GEMM shape (Autotune).
+  static constexpr int kCandidates = 8;
   bool split_first_ = false;
   Gemm dw_chunk_;
 
@@ -111,6 +131,8 @@ struct CudaTrainer::Impl {
   int parity_ = 0;            // the parity of the step whose forward is next
   bool forward_queued_ = false;
   bool updates_pending_ = false;
+  std::string dtype_name_ = "bfloat16";
+  std::vector<cudaEvent_t> tune_;  // Autotune's timing events
 
   explicit Impl(Control& c) : control(c) {}
   ~Impl() {
@@ -121,7 +143,7 @@ struct CudaTrainer::Impl {
       if (e) cudaEventDestroy(e);
     }
     for (auto* v : {&bucket_ready_, &updated_, &grads_free_, &mark_, &wait_pre_,
-                    &wait_post_, &comm_span_}) {
+                    &wait_post_, &comm_span_, &tune_}) {
       for (auto e : *v) cudaEventDestroy(e);
     }
     if (comm_) ncclCommDestroy(comm_);
@@ -151,8 +173,9 @@ struct CudaTrainer::Impl {
     }
     cudaFree(m_);
     cudaFree(v_);
+    cudaFree(master_);
     cudaFree(loss_);
-    m_ = v_ = nullptr;
+    m_ = v_ = master_ = nullptr;
     loss_ = nullptr;
   }
 
@@ -199,30 +222,78 @@ struct CudaTrainer::Impl {
                           int64_t m, int64_t n, int64_t k, int64_t rows_a,
                           int64_t cols_a, int64_t rows_b, int64_t cols_b,
                           int64_t ld_b, int64_t ld_d) {
-    RM_LT(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    RM_LT(cublasLtMatmulDescCreate(&g->desc, compute_type_, CUDA_R_32F));
     RM_LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA,
                                          &ta, sizeof ta));
     RM_LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB,
                                          &tb, sizeof tb));
     RM_LT(
-        cublasLtMatrixLayoutCreate(&g->a, CUDA_R_16BF, rows_a, cols_a, rows_a));
-    RM_LT(cublasLtMatrixLayoutCreate(&g->b, CUDA_R_16BF, rows_b, cols_b, ld_b));
-    RM_LT(cublasLtMatrixLayoutCreate(&g->d, CUDA_R_16BF, m, n, ld_d));
+        cublasLtMatrixLayoutCreate(&g->a, data_type_, rows_a, cols_a, rows_a));
+    RM_LT(cublasLtMatrixLayoutCreate(&g->b, data_type_, rows_b, cols_b, ld_b));
+    RM_LT(cublasLtMatrixLayoutCreate(&g->d, data_type_, m, n, ld_d));
     cublasLtMatmulPreference_t pref;
     RM_LT(cublasLtMatmulPreferenceCreate(&pref));
     RM_LT(cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_size_,
         sizeof workspace_size_));
-    cublasLtMatmulHeuristicResult_t res[1];
+    cublasLtMatmulHeuristicResult_t res[kCandidates];
     int found = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-        lt_, g->desc, g->a, g->b, g->d, g->d, pref, 1, res, &found);
+        lt_, g->desc, g->a, g->b, g->d, g->d, pref, kCandidates, res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
       return absl::UnimplementedError(absl::StrFormat(
-          "cuBLASLt has no bf16 algorithm for %dx%dx%d", m, n, k));
+          "cuBLASLt has no %s algorithm for %dx%dx%d", dtype_name_, m, n, k));
+    }
+    g->candidates.clear();
+    for (int i = 0; i < found; ++i) {
+      if (res[i].state == CUBLAS_STATUS_SUCCESS)
+        g->candidates.push_back(res[i].algo);
     }
     g->algo = res[0].algo;
+    g->chosen = 0;
+    g->gain = 0;
+    return absl::OkStatus();
+  }
+
+  // Times each of the heuristic's candidates on the real operands (the
+  // outputs are scratch until the first step writes them) and keeps the
+  // fastest: the median of kReps runs after one warm-up each.
+  absl::Status Autotune(Gemm* g, const void* a, const void* b, void* d) {
+    if (g->candidates.size() < 2 || spec_.gemm() == "heuristic")
+      return absl::OkStatus();
+    constexpr int kReps = 5;
+    if (auto s = Events(&tune_, kReps + 1, true); !s.ok()) return s;
+    const std::vector<cudaEvent_t>& ev = tune_;
+    std::vector<double> median(g->candidates.size(), 0);
+    for (size_t i = 0; i < g->candidates.size(); ++i) {
+      g->algo = g->candidates[i];
+      // A candidate the library offers but cannot run is never chosen.
+      bool ran = Run(*g, a, b, d).ok();  // warm-up
+      RM_CU(cudaEventRecord(ev[0], compute_));
+      for (int r = 0; r < kReps && ran; ++r) {
+        ran = Run(*g, a, b, d).ok();
+        RM_CU(cudaEventRecord(ev[r + 1], compute_));
+      }
+      RM_CU(cudaStreamSynchronize(compute_));
+      if (!ran) {
+        median[i] = std::numeric_limits<double>::infinity();
+        continue;
+      }
+      std::vector<double> t(kReps);
+      for (int r = 0; r < kReps; ++r) t[r] = Seconds(ev[r], ev[r + 1]);
+      std::nth_element(t.begin(), t.begin() + kReps / 2, t.end());
+      median[i] = t[kReps / 2];
+    }
+    const size_t best =
+        std::min_element(median.begin(), median.end()) - median.begin();
+    if (std::isinf(median[best])) {
+      return absl::InternalError(absl::StrFormat(
+          "rank %d: no cuBLASLt candidate algorithm ran", rank_));
+    }
+    g->algo = g->candidates[best];
+    g->chosen = static_cast<int>(best);
+    g->gain = std::isinf(median[0]) ? 0 : 1 - median[best] / median[0];
     return absl::OkStatus();
   }
 
@@ -243,12 +314,62 @@ struct CudaTrainer::Impl {
     return spec_.hidden() * spec_.hidden() * static_cast<int64_t>(elem_);
   }
 
-  absl::Status Prepare(const v1::Case& c, int64_t batch, int64_t first_sample) {
-    if (c.dtype() != v1::BFLOAT16) {
-      return absl::UnimplementedError(absl::StrFormat(
-          "the GPU trainer computes in bfloat16 so far; %s is not built yet",
-          DataTypeName(c.dtype())));
+  // The case's precision (fields above).
+  absl::Status SetPrecision(v1::DataType dtype) {
+    compute_type_ = CUBLAS_COMPUTE_32F;
+    switch (dtype) {
+      case v1::FLOAT32:
+      case v1::TFLOAT32:
+        type_ = TrainType::kFloat32;
+        data_type_ = CUDA_R_32F;
+        nccl_type_ = ncclFloat32;
+        if (dtype == v1::TFLOAT32) compute_type_ = CUBLAS_COMPUTE_32F_FAST_TF32;
+        break;
+      case v1::FLOAT16:
+        type_ = TrainType::kFloat16;
+        data_type_ = CUDA_R_16F;
+        nccl_type_ = ncclFloat16;
+        break;
+      case v1::BFLOAT16:
+        type_ = TrainType::kBFloat16;
+        data_type_ = CUDA_R_16BF;
+        nccl_type_ = ncclBfloat16;
+        break;
+      default:
+        return absl::UnimplementedError(absl::StrFormat(
+            "the GPU trainer computes in float32, tf32, float16 or bfloat16, "
+            "not %s",
+            DataTypeName(dtype)));
     }
+    elem_ = TrainTypeBytes(type_);
+    dtype_name_ = std::string(DataTypeName(dtype));
+    return absl::OkStatus();
+  }
+
+  // cudaMalloc; running out of memory is a skipped case, not an error.
+  absl::Status Alloc(void** p, size_t bytes) {
+    cudaError_t e = cudaMalloc(p, bytes);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      return absl::UnimplementedError(absl::StrFormat(
+          "out of memory: allocating %.2f GiB failed with %.2f GiB free",
+          bytes / double(1 << 30), free_b / double(1 << 30)));
+    }
+    RM_CU(e);
+    return absl::OkStatus();
+  }
+  template <typename T>
+  absl::Status Alloc(T** p, size_t bytes) {
+    void* v = nullptr;
+    absl::Status s = Alloc(&v, bytes);
+    *p = static_cast<T*>(v);
+    return s;
+  }
+
+  absl::Status Prepare(const v1::Case& c, int64_t batch, int64_t first_sample) {
+    if (auto s = SetPrecision(c.dtype()); !s.ok()) return s;
     RM_CU(cudaSetDevice(device_));
     RM_CU(cudaDeviceSynchronize());
     const bool had_peer = peer_g_ != nullptr;
@@ -267,9 +388,20 @@ struct CudaTrainer::Impl {
     const int L = spec_.layers();
     const int64_t H = spec_.hidden(), B = batch;
     const bool adam = spec_.optimizer() == "adam";
-    // Memory: weights, gradients, (Adam moments), L+1 activations, L
-    // pre-activations, two gradient buffers.
+    const bool master = spec_.master_weights() && elem_ < 4;
+    // A float16 loss gradient of a unit output is 2 / (B H): subnormal at
+    // these sizes. Auto: the power of two nearest B H / 64 (~1/32 then).
+    loss_scale_ = static_cast<float>(spec_.loss_scale());
+    if (loss_scale_ <= 0) {
+      loss_scale_ =
+          type_ == TrainType::kFloat16
+              ? std::exp2(std::max(0.0, std::round(std::log2(B * H / 64.0))))
+              : 1.0f;
+    }
+    // Memory: weights, gradients, (Adam moments), (master weights), L+1
+    // activations, L pre-activations, two gradient buffers.
     const double need = 2.0 * L * Layer() + (adam ? 2.0 * L * H * H * 4 : 0) +
+                        (master ? 1.0 * L * H * H * 4 : 0) +
                         (2.0 * L + 3) * B * H * elem_ + workspace_size_;
     size_t free_b = 0, total_b = 0;
     RM_CU(cudaMemGetInfo(&free_b, &total_b));
@@ -278,23 +410,32 @@ struct CudaTrainer::Impl {
           "out of memory: the step needs %.1f GiB, %.1f GiB are free",
           need / (1 << 30), free_b / double(1 << 30)));
     }
-    RM_CU(cudaMalloc(&w_, L * Layer()));
-    RM_CU(cudaMalloc(&g_, L * Layer()));
+    const size_t params = static_cast<size_t>(L) * H * H;
+    std::vector<std::pair<void**, size_t>> allocs = {{&w_, L * Layer()},
+                                                     {&g_, L * Layer()}};
     if (adam) {
-      RM_CU(cudaMalloc(&m_, L * H * H * sizeof(float)));
-      RM_CU(cudaMalloc(&v_, L * H * H * sizeof(float)));
-      RM_CU(cudaMemset(m_, 0, L * H * H * sizeof(float)));
-      RM_CU(cudaMemset(v_, 0, L * H * H * sizeof(float)));
+      allocs.push_back({reinterpret_cast<void**>(&m_), params * 4});
+      allocs.push_back({reinterpret_cast<void**>(&v_), params * 4});
+    }
+    if (master) {
+      allocs.push_back({reinterpret_cast<void**>(&master_), params * 4});
     }
     a_.assign(L + 1, nullptr);
     z_.assign(L, nullptr);
-    for (auto& p : a_) RM_CU(cudaMalloc(&p, B * H * elem_));
-    for (auto& p : z_) RM_CU(cudaMalloc(&p, B * H * elem_));
-    RM_CU(cudaMalloc(&da_, B * H * elem_));
-    RM_CU(cudaMalloc(&dz_, B * H * elem_));
-    RM_CU(cudaMalloc(&loss_, sizeof(double)));
-    RM_CU(LaunchTrainInitWeights(w_, L, H, compute_));
-    RM_CU(LaunchTrainInitInputs(a_[0], B, H, first_sample, compute_));
+    for (auto& p : a_) allocs.push_back({&p, B * H * elem_});
+    for (auto& p : z_) allocs.push_back({&p, B * H * elem_});
+    allocs.push_back({&da_, B * H * elem_});
+    allocs.push_back({&dz_, B * H * elem_});
+    allocs.push_back({reinterpret_cast<void**>(&loss_), sizeof(double)});
+    for (auto& [p, bytes] : allocs) {
+      if (auto s = Alloc(p, bytes); !s.ok()) return s;
+    }
+    if (adam) {
+      RM_CU(cudaMemset(m_, 0, params * 4));
+      RM_CU(cudaMemset(v_, 0, params * 4));
+    }
+    RM_CU(LaunchTrainInitWeights(type_, w_, master_, L, H, compute_));
+    RM_CU(LaunchTrainInitInputs(type_, a_[0], B, H, first_sample, compute_));
     // Column-major views: activations are H x B, weights (and gradients)
     // H_in x H_out, both with leading dimension H.
     // forward  Z = W'^T A        (m H, n B, k H)
@@ -354,6 +495,20 @@ struct CudaTrainer::Impl {
     } else if (auto s = EnsureNccl(); !s.ok()) {
       return s;
     }
+    // The GEMMs' algorithms, timed on this case's operands (dZ holds a
+    // copy of the inputs meanwhile).
+    RM_CU(cudaMemcpyAsync(dz_, a_[0], B * H * elem_, cudaMemcpyDeviceToDevice,
+                          compute_));
+    for (auto [g, a, b, d] :
+         {std::tuple<Gemm*, const void*, const void*, void*>{&fwd_, W(0), a_[0],
+                                                             z_[0]},
+          {&dw_, a_[0], dz_, G(0)},
+          {&dx_, W(0), dz_, da_}}) {
+      if (auto s = Autotune(g, a, b, d); !s.ok()) return s;
+    }
+    if (split_first_) {
+      if (auto s = Autotune(&dw_chunk_, a_[0], dz_, G(0)); !s.ok()) return s;
+    }
     RM_CU(cudaStreamSynchronize(compute_));
     return absl::OkStatus();
   }
@@ -404,9 +559,9 @@ struct CudaTrainer::Impl {
           static_cast<int64_t>(b.size()) * spec_.hidden() * spec_.hidden();
       max_half = std::max(max_half, count - count / 2);
     }
-    RM_CU(cudaMalloc(&scratch_, max_half * elem_));
+    if (auto s = Alloc(&scratch_, max_half * elem_); !s.ok()) return s;
     const size_t slots = buckets_.size() + kSplit;
-    RM_CU(cudaMalloc(&flags_, 3 * slots * sizeof(int)));
+    if (auto s = Alloc(&flags_, 3 * slots * sizeof(int)); !s.ok()) return s;
     RM_CU(cudaMemset(flags_, 0, 3 * slots * sizeof(int)));
     RM_CU(cudaDeviceSynchronize());
     cudaIpcMemHandle_t h[2];
@@ -444,7 +599,7 @@ struct CudaTrainer::Impl {
     RM_CU(LaunchWaitFlag(my_flags + 0, seq_, comm_stream_));
     RM_CU(cudaMemcpyAsync(scratch_, at(peer_g_, mine_off), mine_len * elem_,
                           cudaMemcpyDeviceToDevice, comm_stream_));
-    RM_CU(LaunchAddBf16(at(g_, mine_off), scratch_, mine_len, comm_stream_));
+    RM_CU(LaunchAdd(type_, at(g_, mine_off), scratch_, mine_len, comm_stream_));
     RM_CU(LaunchSignal(their_flags + 1, seq_, comm_stream_));
     RM_CU(LaunchWaitFlag(my_flags + 1, seq_, comm_stream_));
     RM_CU(cudaMemcpyAsync(at(g_, peer_off), at(peer_g_, peer_off),
@@ -464,8 +619,7 @@ struct CudaTrainer::Impl {
     comm_started_ = true;
     if (ce_) return CeReduce(off, count, slot);
     void* p = static_cast<char*>(g_) + off * elem_;
-    RM_NC(
-        ncclAllReduce(p, p, count, ncclBfloat16, ncclSum, comm_, comm_stream_));
+    RM_NC(ncclAllReduce(p, p, count, nccl_type_, ncclSum, comm_, comm_stream_));
     return absl::OkStatus();
   }
 
@@ -479,18 +633,20 @@ struct CudaTrainer::Impl {
   }
 
   // The optimizer on gradient elements [off, off + count) (after their
-  // all-reduce: the mean is scale * sum).
+  // all-reduce: the mean is scale * sum, the loss scale divided out).
   absl::Status Update(int64_t off, int64_t count, cudaStream_t s) {
-    const float scale = 1.0f / static_cast<float>(size_);
+    const float scale = 1.0f / (static_cast<float>(size_) * loss_scale_);
     const float lr = static_cast<float>(spec_.lr());
     void* w = static_cast<char*>(w_) + off * elem_;
     const void* g = static_cast<const char*>(g_) + off * elem_;
+    float* master = master_ ? master_ + off : nullptr;
     if (spec_.optimizer() == "adam") {
       const float c1 = 1.0f - std::pow(0.9f, step_),
                   c2 = 1.0f - std::pow(0.999f, step_);
-      RM_CU(LaunchAdam(w, g, m_ + off, v_ + off, count, lr, scale, c1, c2, s));
+      RM_CU(LaunchAdam(type_, w, master, g, m_ + off, v_ + off, count, lr,
+                       scale, c1, c2, s));
     } else {
-      RM_CU(LaunchSgd(w, g, count, lr, scale, s));
+      RM_CU(LaunchSgd(type_, w, master, g, count, lr, scale, s));
     }
     return absl::OkStatus();
   }
@@ -513,7 +669,7 @@ struct CudaTrainer::Impl {
           return s;
       } else {
         void* p = static_cast<char*>(g_) + off * elem_;
-        RM_NC(ncclAllReduce(p, p, count, ncclBfloat16, ncclSum, comm_,
+        RM_NC(ncclAllReduce(p, p, count, nccl_type_, ncclSum, comm_,
                             comm_stream_));
       }
     }
@@ -555,8 +711,8 @@ struct CudaTrainer::Impl {
   // Layer l's forward on the compute stream: Z = W'^T A, A' = GELU(Z).
   absl::Status ForwardLayer(int l) {
     if (auto s = Run(fwd_, W(l), a_[l], z_[l]); !s.ok()) return s;
-    RM_CU(
-        LaunchGeluForward(z_[l], a_[l + 1], batch_ * spec_.hidden(), compute_));
+    RM_CU(LaunchGeluForward(type_, z_[l], a_[l + 1], batch_ * spec_.hidden(),
+                            compute_));
     return absl::OkStatus();
   }
 
@@ -585,14 +741,14 @@ struct CudaTrainer::Impl {
       if (auto s = QueueForward(); !s.ok()) return s;
     }
     RM_CU(cudaMemsetAsync(loss_, 0, sizeof(double), compute_));
-    RM_CU(
-        LaunchLossGrad(a_[L], da_, n, static_cast<double>(n), loss_, compute_));
+    RM_CU(LaunchLossGrad(type_, a_[L], da_, n, static_cast<double>(n),
+                         loss_scale_, loss_, compute_));
     auto last_of = [&](int l) {  // l completes its bucket (production order)
       return buckets_[bucket_of_[l]].back() == l;
     };
     auto first_of = [&](int l) { return buckets_[bucket_of_[l]].front() == l; };
     for (int l = L - 1; l >= deferred_; --l) {
-      RM_CU(LaunchGeluBackward(da_, z_[l], dz_, n, compute_));
+      RM_CU(LaunchGeluBackward(type_, da_, z_[l], dz_, n, compute_));
       if (first_of(l)) {
         if (auto s = GradientsFree(bucket_of_[l]); !s.ok()) return s;
       }
@@ -608,7 +764,7 @@ struct CudaTrainer::Impl {
     // The lower layers: dZ in place of Z (Z is dead once dZ exists), the
     // input gradients down to layer 1, then the weight gradients.
     for (int l = deferred_ - 1; l >= 0; --l) {
-      RM_CU(LaunchGeluBackward(da_, z_[l], z_[l], n, compute_));
+      RM_CU(LaunchGeluBackward(type_, da_, z_[l], z_[l], n, compute_));
       if (l > 0) {
         if (auto s = Run(dx_, W(l), z_[l], da_); !s.ok()) return s;
       }
@@ -664,8 +820,8 @@ struct CudaTrainer::Impl {
     for (int l = 0; l < L; ++l) {
       if (auto s = ForwardLayer(l); !s.ok()) return s;
     }
-    RM_CU(
-        LaunchLossGrad(a_[L], da_, n, static_cast<double>(n), loss_, compute_));
+    RM_CU(LaunchLossGrad(type_, a_[L], da_, n, static_cast<double>(n),
+                         loss_scale_, loss_, compute_));
     if (spec_.inference()) {  // forward only: no backward, reduction or update
       RM_CU(cudaEventRecord(end_, compute_));
       RM_CU(cudaEventSynchronize(end_));
@@ -682,7 +838,7 @@ struct CudaTrainer::Impl {
     size_t next = 0;
     comm_started_ = false;
     for (int l = L - 1; l >= 0; --l) {
-      RM_CU(LaunchGeluBackward(da_, z_[l], dz_, n, compute_));
+      RM_CU(LaunchGeluBackward(type_, da_, z_[l], dz_, n, compute_));
       if (l == 0 && split_first_) {
         const int64_t cols = H / kSplit;
         for (int j = 0; j < kSplit; ++j) {
@@ -759,17 +915,30 @@ absl::Status CudaTrainer::Prepare(const v1::Case& c, int64_t batch,
 }
 absl::StatusOr<StepTiming> CudaTrainer::Step() { return impl_->Step(); }
 std::string CudaTrainer::Describe() const {
+  const Impl& m = *impl_;
+  std::string precision = "cuBLASLt " + m.dtype_name_;
+  if (m.master_) precision += ", fp32 master weights";
+  if (m.loss_scale_ != 1.0f)
+    precision += absl::StrFormat(", loss scale %g", m.loss_scale_);
+  // Which of the heuristic's candidates Autotune kept (1 = its first) and
+  // the time that saved, for the forward, dW and dX GEMMs.
+  std::vector<std::string> picks;
+  for (const Gemm* g : {&m.fwd_, &m.dw_, &m.dx_}) {
+    picks.push_back(absl::StrFormat("%d/%d", g->chosen + 1,
+                                    static_cast<int>(g->candidates.size())));
+    if (g->gain > 0.005)
+      picks.back() += absl::StrFormat(" -%.0f%%", 100 * g->gain);
+  }
+  precision +=
+      ", algorithms fwd " + picks[0] + ", dW " + picks[1] + ", dX " + picks[2];
   const std::string sched =
-      impl_->pipelined_
-          ? absl::StrFormat("; pipelined, %d layers deferred", impl_->deferred_)
+      m.pipelined_
+          ? absl::StrFormat("; pipelined, %d layers deferred", m.deferred_)
           : "";
-  if (impl_->size_ < 2) return "cuda (cuBLASLt bf16, one GPU" + sched + ")";
-  return impl_->ce_ ? "cuda (cuBLASLt bf16, copy-engine bucket reduction over "
-                      "NVLink" +
-                          sched + ")"
-                    : "cuda (cuBLASLt bf16, NCCL buckets on a high-priority "
-                      "stream" +
-                          sched + ")";
+  const char* comm = m.size_ < 2 ? "one GPU"
+                     : m.ce_     ? "copy-engine bucket reduction over NVLink"
+                                 : "NCCL buckets on a high-priority stream";
+  return absl::StrFormat("cuda (%s, %s%s)", precision, comm, sched);
 }
 
 }  // namespace ringmaster

@@ -1,4 +1,5 @@
-// Data-parallel training on GPUs: bf16 storage, cuBLASLt GEMMs with fp32
+// Data-parallel training on GPUs: fp32, tf32, fp16 or bf16 storage (fp32
+// master weights optional), cuBLASLt GEMMs with fp32
 // accumulation, erf GELU kernels, and gradient buckets all-reduced by NCCL
 // on their own high-priority stream as soon as backward has produced them
 // (or after backward, without overlap). One GPU per rank.

@@ -1,6 +1,7 @@
 """PyTorch DDP beside Ringmaster's training step (issue 5).
 
-The same model: L bias-free Linear(H, H) + GELU (exact), bf16 parameters,
+The same model: L bias-free Linear(H, H) + GELU (exact), bf16 parameters
+(or --dtypes: fp32, tf32 = fp32 parameters with TF32 matmuls, fp16, bf16),
 loss = mean(out^2), SGD lr 0.1. Per configuration: 5 (10) warm-up steps,
 then 20 (50) steps each timed with CUDA events around
 zero_grad/forward/backward/step; the median is reported. Run alone for one
@@ -16,11 +17,15 @@ import torch.distributed as dist
 import torch.nn as nn
 
 
-def model(layers, hidden):
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
+          "bf16": torch.bfloat16}
+
+
+def model(layers, hidden, dtype):
     mods = []
     for _ in range(layers):
         mods += [nn.Linear(hidden, hidden, bias=False), nn.GELU()]
-    return nn.Sequential(*mods).cuda().to(torch.bfloat16)
+    return nn.Sequential(*mods).cuda().to(DTYPES[dtype])
 
 
 def run(net, x, steps, warmup):
@@ -45,6 +50,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
     p.add_argument("--buckets", default="25,100,400")
+    p.add_argument("--dtypes", default="bf16", help="comma list of fp32, tf32, fp16, bf16")
+    p.add_argument("--shapes", default="8x8192x4096,8x4096x512", help="LxHxB, comma list")
     a = p.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -53,21 +60,28 @@ def main():
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     torch.manual_seed(1234 + rank)
     out = {"torch": torch.__version__, "world": world, "results": []}
-    for layers, hidden, batch, steps, warmup in [(8, 8192, 4096, 20, 5), (8, 4096, 512, 50, 10)]:
-        x = torch.randn(batch, hidden, device="cuda", dtype=torch.bfloat16)
-        if world == 1:
-            t = run(model(layers, hidden), x, steps, warmup)
-            out["results"].append({"L": layers, "H": hidden, "B": batch, "ddp": None, "step_s": t})
-        else:
-            for cap in [int(c) for c in a.buckets.split(",")]:
-                net = nn.parallel.DistributedDataParallel(model(layers, hidden), bucket_cap_mb=cap,
-                                                          static_graph=True)
-                t = run(net, x, steps, warmup)
-                out["results"].append({"L": layers, "H": hidden, "B": batch, "ddp": cap, "step_s": t})
-                del net
-        if rank == 0:
-            print(out["results"][-3:], flush=True)
-        torch.cuda.empty_cache()
+    shapes = [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")]
+    for dtype in a.dtypes.split(","):
+        # tf32: fp32 parameters, TF32 tensor cores in the matmuls.
+        torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+        for layers, hidden, batch in shapes:
+            steps, warmup = (20, 5) if hidden >= 8192 else (50, 10)
+            x = torch.randn(batch, hidden, device="cuda", dtype=DTYPES[dtype])
+            row = {"L": layers, "H": hidden, "B": batch, "dtype": dtype}
+            if world == 1:
+                t = run(model(layers, hidden, dtype), x, steps, warmup)
+                out["results"].append(dict(row, ddp=None, step_s=t))
+            else:
+                for cap in [int(c) for c in a.buckets.split(",")]:
+                    net = nn.parallel.DistributedDataParallel(model(layers, hidden, dtype),
+                                                              bucket_cap_mb=cap, static_graph=True)
+                    t = run(net, x, steps, warmup)
+                    out["results"].append(dict(row, ddp=cap, step_s=t))
+                    del net
+            if rank == 0:
+                print(out["results"][-3:], flush=True)
+            del x
+            torch.cuda.empty_cache()
     if rank == 0:
         json.dump(out, open(a.out, "w"), indent=1)
     if world > 1:
