@@ -404,11 +404,29 @@ int RunCommand(const RunOptions& options,
   int np = options.np > 0 ? options.np : plan.ranks();
   if (np <= 0) np = use_gpus ? probe.gpus : 2;
   if (use_gpus && options.hostfile.empty() && np > probe.gpus) {
-    Error(absl::StrFormat(
-        "--np %d: only %d GPU(s) are visible and NCCL needs one GPU per "
-        "rank (use --backend host for CPU ranks)",
-        np, probe.gpus));
-    return kExitUsage;
+    // Training over the copy engines needs no NCCL: its ranks may share a
+    // GPU (a check of the arithmetic, not of speed).
+    bool shareable = true;
+    for (const v1::CaseSpec& c : plan.cases()) {
+      bool nccl_rungs = c.ladder().empty();
+      for (int n : c.ladder()) nccl_rungs = nccl_rungs || n != 1;
+      if (c.bench() != v1::BENCH_TRAIN ||
+          (c.train().comm() != "ce" && nccl_rungs)) {
+        shareable = false;
+      }
+    }
+    if (!shareable) {
+      Error(absl::StrFormat(
+          "--np %d: only %d GPU(s) are visible and NCCL needs one GPU per "
+          "rank (use --backend host for CPU ranks)",
+          np, probe.gpus));
+      return kExitUsage;
+    }
+    std::fprintf(stderr,
+                 "ringmaster: %d ranks share %d GPU(s) (training over the "
+                 "copy engines only): its numbers check the arithmetic; its "
+                 "times are not measurements\n",
+                 np, probe.gpus);
   }
   std::string worker_backend = options.backend == "auto"
                                    ? (use_gpus ? "cuda" : "host")

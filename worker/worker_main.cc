@@ -395,8 +395,8 @@ int Run(const RunArgs& args, int argc, char** argv) {
   double setup_s = 0;
   if (backend_name == "cuda") {
 #ifdef RINGMASTER_HAVE_CUDA
-    auto cuda = CudaBackend::Create(control, local_rank, *faults, &setup_s,
-                                    relayed_nccl_id);
+    auto cuda =
+        CudaBackend::Create(control, local_rank, *faults, relayed_nccl_id);
     if (!cuda.ok()) {
       v1::Failure f;
       f.set_reason(v1::BACKEND_ERROR);
@@ -407,7 +407,6 @@ int Run(const RunArgs& args, int argc, char** argv) {
       return fail(kExitFailed, f.detail());
     }
     backend = std::move(*cuda);
-    if (rank == 0) spdlog::info("NCCL communicator ready in {:.3f} s", setup_s);
 #endif
   } else {
     backend = std::make_unique<HostBackend>(*world, *faults);
@@ -469,25 +468,32 @@ int Run(const RunArgs& args, int argc, char** argv) {
 
   // Communicator groups: the whole launch, and the first n ranks for each
   // ladder rung (created collectively on first use; every rank walks the
-  // same cases, so every rank takes part).
+  // same cases, so every rank takes part). A group's collective backend
+  // (on GPUs an NCCL communicator split from the world's) is made only for
+  // the collective cases: training brings its own.
   struct Group {
     std::unique_ptr<HostComm> comm;  // null for non-members
     std::unique_ptr<CommControl> control;
     std::unique_ptr<CollectiveBackend> backend;
+    bool backend_made = false;
     double setup_s = 0;
   };
   std::map<int, Group> groups;
-  groups[nranks].setup_s =
-      setup_s;  // the world group runs on `control`/`backend`
-  auto group_for = [&](int n) -> absl::StatusOr<Group*> {
+  bool world_comm_logged = false;
+  auto group_for = [&](int n, bool want_backend) -> absl::StatusOr<Group*> {
     auto it = groups.find(n);
-    if (it != groups.end()) return &it->second;
-    Group g;
-    bool member = rank < n;
-    auto sub = world->SplitPrefix(member);
-    if (!sub.ok()) return sub.status();
-    g.comm = std::move(*sub);
-    if (member) g.control = std::make_unique<CommControl>(*g.comm);
+    if (it == groups.end()) {
+      Group g;
+      auto sub = world->SplitPrefix(rank < n);
+      if (!sub.ok()) return sub.status();
+      g.comm = std::move(*sub);
+      if (rank < n) g.control = std::make_unique<CommControl>(*g.comm);
+      it = groups.emplace(n, std::move(g)).first;
+    }
+    Group& g = it->second;
+    if (!want_backend || g.backend_made || n == nranks) return &g;
+    g.backend_made = true;
+    const bool member = rank < n;
     if (backend_name == "cuda") {
 #ifdef RINGMASTER_HAVE_CUDA
       auto split =
@@ -500,7 +506,16 @@ int Run(const RunArgs& args, int argc, char** argv) {
       g.backend = std::make_unique<HostBackend>(*g.comm, *faults);
       g.setup_s = absl::ToDoubleSeconds(absl::Now() - t0);
     }
-    return &groups.emplace(n, std::move(g)).first->second;
+    return &g;
+  };
+  // The world group's communicator setup time (GPUs: known once its first
+  // collective case created it).
+  auto world_setup_s = [&]() -> double {
+#ifdef RINGMASTER_HAVE_CUDA
+    if (backend_name == "cuda")
+      return static_cast<CudaBackend*>(backend.get())->CommSetupSeconds();
+#endif
+    return setup_s;
   };
 
   // Node benchmarks (bench != collective): created on first use, by every
@@ -589,7 +604,8 @@ int Run(const RunArgs& args, int argc, char** argv) {
       result.mutable_failure()->set_detail(absl::StrFormat(
           "ladder rung of %d ranks exceeds the launch's %d ranks", n, nranks));
     } else {
-      auto group = group_for(n);
+      const bool train = c.bench() == v1::BENCH_TRAIN;
+      auto group = group_for(n, !train);
       if (!group.ok())
         return fail(kExitFailed, std::string(group.status().message()));
       Group* g = *group;
@@ -602,7 +618,16 @@ int Run(const RunArgs& args, int argc, char** argv) {
       } else if (rank < n) {
         result = RunCase(c, *g->backend, *g->control);
       }
-      result.set_comm_setup_s(g->setup_s);
+      if (!train) {
+        const bool logged = world_comm_logged;
+        if (n == nranks) g->setup_s = world_setup_s();
+        world_comm_logged = world_comm_logged || world_setup_s() > 0;
+        if (rank == 0 && !logged && world_comm_logged &&
+            backend_name == "cuda") {
+          spdlog::info("NCCL communicator ready in {:.3f} s", world_setup_s());
+        }
+        result.set_comm_setup_s(g->setup_s);
+      }
       // Non-members wait here without spinning: a busy MPI barrier would
       // take a core from the members on a shared host.
       if (n != nranks) {

@@ -104,6 +104,10 @@ struct CudaBackend::Impl {
   std::vector<Fault> faults;
   BackendInfo info;
   ncclComm_t comm = nullptr;
+  // For the communicator's creation on first need (world backend only).
+  Control* control = nullptr;
+  std::string relayed_id;
+  double comm_setup_s = 0;
   cudaStream_t stream = nullptr;
   std::vector<cudaEvent_t> op_events;  // window and per-op timing events
   void* send = nullptr;                // or the one in-place buffer
@@ -246,7 +250,39 @@ struct CudaBackend::Impl {
     graph_iters = 0;
   }
 
+  // The communicator, created on first need (collective: every rank walks
+  // the same cases).
+  absl::Status EnsureComm() {
+    if (comm != nullptr) return absl::OkStatus();
+    if (control == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("rank %d: no NCCL communicator", rank));
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof id);
+    if (!relayed_id.empty()) {
+      if (relayed_id.size() != sizeof id) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "rank %d: relayed NCCL id has %d bytes, expected %d", rank,
+            relayed_id.size(), sizeof id));
+      }
+      std::memcpy(&id, relayed_id.data(), sizeof id);
+    } else {
+      if (rank == 0) RM_NCCL(ncclGetUniqueId(&id), rank);
+      absl::Status bs = control->Broadcast(&id, sizeof id, 0);
+      if (!bs.ok()) return bs;
+    }
+    RM_CUDA(cudaSetDevice(device), rank);
+    RM_NCCL(ncclCommInitRank(&comm, nranks, id, rank), rank);
+    comm_setup_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    return absl::OkStatus();
+  }
+
   absl::Status CheckAsync() {
+    if (comm == nullptr) return absl::OkStatus();
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(comm, &async);
     RM_NCCL(async, rank);
@@ -287,11 +323,13 @@ absl::StatusOr<std::string> NewNcclUniqueId() {
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     Control& control, int local_rank, std::vector<Fault> faults,
-    double* setup_s, const std::string& relayed_id) {
+    const std::string& relayed_id) {
   auto impl = std::make_unique<Impl>();
   impl->rank = control.rank();
   impl->nranks = control.size();
   impl->faults = std::move(faults);
+  impl->control = &control;
+  impl->relayed_id = relayed_id;
   int count = CudaDeviceCount();
   if (count == 0) {
     return absl::FailedPreconditionError(
@@ -311,33 +349,14 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   RM_CUDA(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking),
           rank);
   RM_CUDA(cudaMalloc(&impl->d_wrong, sizeof(unsigned long long)), rank);
-
-  auto t0 = std::chrono::steady_clock::now();
-  ncclUniqueId id;
-  std::memset(&id, 0, sizeof id);
-  if (!relayed_id.empty()) {
-    if (relayed_id.size() != sizeof id) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("rank %d: relayed NCCL id has %d bytes, expected %d",
-                          rank, relayed_id.size(), sizeof id));
-    }
-    std::memcpy(&id, relayed_id.data(), sizeof id);
-  } else {
-    if (rank == 0) RM_NCCL(ncclGetUniqueId(&id), rank);
-    absl::Status bs = control.Broadcast(&id, sizeof id, 0);
-    if (!bs.ok()) return bs;
-  }
-  RM_NCCL(ncclCommInitRank(&impl->comm, impl->nranks, id, rank), rank);
-  if (setup_s) {
-    *setup_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-            .count();
-  }
   return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(impl)));
 }
 
+double CudaBackend::CommSetupSeconds() const { return impl_->comm_setup_s; }
+
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Split(
     bool member, double* setup_s) {
+  RM_RETURN_IF_ERROR(impl_->EnsureComm());
   const Impl& m = *impl_;
   auto t0 = std::chrono::steady_clock::now();
   ncclComm_t sub = nullptr;
@@ -357,6 +376,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Split(
   impl->device = m.device;
   impl->faults = m.faults;
   impl->info = m.info;
+  if (setup_s) impl->comm_setup_s = *setup_s;
   std::unique_ptr<CudaBackend> backend(new CudaBackend(std::move(impl)));
   Impl& n = *backend->impl_;
   RM_CUDA(cudaStreamCreateWithFlags(&n.stream, cudaStreamNonBlocking), n.rank);
@@ -369,6 +389,7 @@ BackendInfo CudaBackend::Info() const { return impl_->info; }
 absl::Status CudaBackend::Prepare(const CollectiveConfig& config) {
   Impl& m = *impl_;
   m.prepared = false;
+  RM_RETURN_IF_ERROR(m.EnsureComm());
   m.DropGraph();
   auto layout = MakeLayout(config, m.rank, m.nranks);
   if (!layout.ok()) return layout.status();

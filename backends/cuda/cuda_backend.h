@@ -24,14 +24,16 @@ absl::StatusOr<std::string> NewNcclUniqueId();
 
 class CudaBackend : public CollectiveBackend {
  public:
-  // Selects GPU `local_rank % CudaDeviceCount()`, creates the NCCL
-  // communicator over all ranks of `control` (unique id broadcast through
-  // it, or `relayed_id` from NewNcclUniqueId() when every rank has it
-  // already). Every rank must call Create. `setup_s` receives the
-  // communicator setup time in seconds.
+  // Selects GPU `local_rank % CudaDeviceCount()`. The NCCL communicator
+  // over all ranks of `control` (unique id broadcast through it, or
+  // `relayed_id` from NewNcclUniqueId() when every rank has it already) is
+  // created on first need (Prepare, Split), so a launch that runs no
+  // collective never creates one; `control` must outlive the backend.
+  // Every rank must call Create, and every rank walks the same cases, so
+  // the first use is collective too.
   static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(
       Control& control, int local_rank, std::vector<Fault> faults,
-      double* setup_s, const std::string& relayed_id = "");
+      const std::string& relayed_id = "");
   ~CudaBackend() override;
 
   BackendInfo Info() const override;
@@ -47,6 +49,9 @@ class CudaBackend : public CollectiveBackend {
   // others nullptr. `setup_s` receives the split time.
   absl::StatusOr<std::unique_ptr<CudaBackend>> Split(bool member,
                                                      double* setup_s);
+
+  // Seconds the communicator's creation took (0 until it exists).
+  double CommSetupSeconds() const;
 
   // Aborts the communicator (unblocks peers' pending operations).
   void Abort();

@@ -100,6 +100,7 @@ struct CudaTrainer::Impl {
   // comm: ce (2 GPUs of one host): the peer's gradients and flags mapped
   // through CUDA IPC, a scratch half-bucket, a step counter for the flags.
   bool ce_ = false;
+  bool ce_same_gpu_ = false;
   void* scratch_ = nullptr;
   int* flags_ =
       nullptr;  // per bucket: ready, reduced, done (written by the peer)
@@ -546,9 +547,17 @@ struct CudaTrainer::Impl {
     int peer_dev = -1, can = 0;
     if (cudaDeviceGetByPCIBusId(&peer_dev,
                                 other.substr(other.find('|') + 1).c_str()) !=
-            cudaSuccess ||
-        cudaDeviceCanAccessPeer(&can, device_, peer_dev) != cudaSuccess ||
-        !can) {
+        cudaSuccess) {
+      cudaGetLastError();
+      return absl::UnimplementedError(
+          "comm: ce cannot find the peer's GPU on this host");
+    }
+    // Both ranks on one GPU (a check of the arithmetic where one GPU is
+    // all there is): IPC within the device, no peer access needed.
+    ce_same_gpu_ = peer_dev == device_;
+    if (!ce_same_gpu_ &&
+        (cudaDeviceCanAccessPeer(&can, device_, peer_dev) != cudaSuccess ||
+         !can)) {
       cudaGetLastError();
       return absl::UnimplementedError(
           "comm: ce needs peer access between the two GPUs");
@@ -935,9 +944,12 @@ std::string CudaTrainer::Describe() const {
       m.pipelined_
           ? absl::StrFormat("; pipelined, %d layers deferred", m.deferred_)
           : "";
-  const char* comm = m.size_ < 2 ? "one GPU"
-                     : m.ce_     ? "copy-engine bucket reduction over NVLink"
-                                 : "NCCL buckets on a high-priority stream";
+  const char* comm =
+      m.size_ < 2 ? "one GPU"
+      : m.ce_     ? (m.ce_same_gpu_ ? "copy-engine bucket reduction, both "
+                                      "ranks on one GPU"
+                                    : "copy-engine bucket reduction over NVLink")
+                  : "NCCL buckets on a high-priority stream";
   return absl::StrFormat("cuda (%s, %s%s)", precision, comm, sched);
 }
 

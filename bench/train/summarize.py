@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Issue 5's figures from Ringmaster's JSON Lines (one or more runs; the
-faster run's step per configuration) and the PyTorch JSON of torch_ddp.py:
+faster run's step per configuration) and the PyTorch JSON of torch_ddp.py
+(one or more runs each; the faster, likewise):
 1-GPU step ratio vs PyTorch, 2-GPU weak-scaling efficiency, 2-GPU step ratio
 vs the fastest DDP bucket variant."""
 import argparse
@@ -20,6 +21,8 @@ def steps(paths):
             variant = t.get("comm") or "nccl"
             if t.get("schedule") == "pipelined":
                 variant += "_pipelined"
+            if t.get("gemm") == "heuristic":
+                variant += "_heuristic"
             key = (int(t["layers"]), int(t["hidden"]), int(t["batch"]), bool(t.get("overlap")),
                    r["nranks"], variant)
             v = r["stats"]["median_s"]
@@ -31,19 +34,22 @@ def steps(paths):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--ringmaster", nargs="+", required=True)
-    p.add_argument("--torch1")
-    p.add_argument("--ddp2")
+    p.add_argument("--torch1", nargs="*", default=[])
+    p.add_argument("--ddp2", nargs="*", default=[])
     p.add_argument("--out", required=True)
     a = p.parse_args()
     rm = steps(a.ringmaster)
     t1 = {}
     ddp = {}
-    if a.torch1:
-        for r in json.load(open(a.torch1))["results"]:
-            t1[(r["L"], r["H"], r["B"])] = r["step_s"]
-    if a.ddp2:
-        for r in json.load(open(a.ddp2))["results"]:
-            ddp.setdefault((r["L"], r["H"], r["B"]), {})[r["ddp"]] = r["step_s"]
+    # Several PyTorch runs: the faster per configuration, as for Ringmaster.
+    for path in a.torch1:
+        for r in json.load(open(path))["results"]:
+            k = (r["L"], r["H"], r["B"])
+            t1[k] = min(t1.get(k, r["step_s"]), r["step_s"])
+    for path in a.ddp2:
+        for r in json.load(open(path))["results"]:
+            caps = ddp.setdefault((r["L"], r["H"], r["B"]), {})
+            caps[r["ddp"]] = min(caps.get(r["ddp"], r["step_s"]), r["step_s"])
     s = {}
     for (L, H, B) in [(8, 8192, 4096), (8, 4096, 512)]:
         tag = "dp_L%d_H%d_B%d" % (L, H, B)
@@ -55,7 +61,8 @@ def main():
                 s["%s_step1_ms_%s" % (tag, k[5])] = round(v["step_s"] * 1e3, 3)
         # Each variant's 2-GPU step, then the fastest as Ringmaster's.
         twos = {}
-        for comm in ("nccl", "ce", "nccl_pipelined", "ce_pipelined"):
+        for comm in ("nccl", "ce", "nccl_pipelined", "ce_pipelined", "nccl_heuristic",
+                     "nccl_pipelined_heuristic"):
             v = rm.get((L, H, B, True, 2, comm))
             if v:
                 twos[comm] = v
