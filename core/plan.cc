@@ -313,6 +313,19 @@ class PlanParser {
     return v;
   }
 
+  // One of two keywords (case-insensitive), lowercased.
+  absl::StatusOr<std::string> OneOf(const YAML::Node& node,
+                                    const std::string& field, const char* a,
+                                    const char* b) const {
+    std::string v = node.IsScalar() ? absl::AsciiStrToLower(node.Scalar()) : "";
+    if (v != a && v != b) {
+      return Error(
+          node, field,
+          absl::StrFormat("expected %s or %s, got %s", a, b, Show(node)));
+    }
+    return v;
+  }
+
   absl::StatusOr<bool> Bool(const YAML::Node& node,
                             const std::string& field) const {
     if (node.IsScalar()) {
@@ -1073,11 +1086,7 @@ class PlanParser {
     }
     t->set_optimizer("sgd");
     if (YAML::Node o = get("optimizer", &f)) {
-      std::string v = o.IsScalar() ? absl::AsciiStrToLower(o.Scalar()) : "";
-      if (v != "sgd" && v != "adam") {
-        return Error(o, f,
-                     absl::StrFormat("expected sgd or adam, got %s", Show(o)));
-      }
+      RM_ASSIGN_OR_RETURN(std::string v, OneOf(o, f, "sgd", "adam"));
       t->set_optimizer(v);
     }
     t->set_lr(t->optimizer() == "adam" ? 1e-3 : 0.1);
@@ -1101,31 +1110,17 @@ class PlanParser {
       t->set_check_steps(static_cast<int32_t>(v));
     }
     if (YAML::Node sc = get("scaling", &f)) {
-      std::string v = sc.IsScalar() ? absl::AsciiStrToLower(sc.Scalar()) : "";
-      if (v != "weak" && v != "strong") {
-        return Error(
-            sc, f,
-            absl::StrFormat("expected weak or strong, got %s", Show(sc)));
-      }
+      RM_ASSIGN_OR_RETURN(std::string v, OneOf(sc, f, "weak", "strong"));
       t->set_strong(v == "strong");
     }
     t->set_comm("nccl");
     if (YAML::Node cm = get("comm", &f)) {
-      std::string v = cm.IsScalar() ? absl::AsciiStrToLower(cm.Scalar()) : "";
-      if (v != "nccl" && v != "ce") {
-        return Error(cm, f,
-                     absl::StrFormat("expected nccl or ce, got %s", Show(cm)));
-      }
+      RM_ASSIGN_OR_RETURN(std::string v, OneOf(cm, f, "nccl", "ce"));
       t->set_comm(v);
     }
     t->set_schedule("ddp");
     if (YAML::Node sch = get("schedule", &f)) {
-      std::string v = sch.IsScalar() ? absl::AsciiStrToLower(sch.Scalar()) : "";
-      if (v != "ddp" && v != "pipelined") {
-        return Error(
-            sch, f,
-            absl::StrFormat("expected ddp or pipelined, got %s", Show(sch)));
-      }
+      RM_ASSIGN_OR_RETURN(std::string v, OneOf(sch, f, "ddp", "pipelined"));
       t->set_schedule(v);
     }
     if (YAML::Node dl = get("deferred_layers", &f)) {
@@ -1137,12 +1132,7 @@ class PlanParser {
     }
     t->set_gemm("autotune");
     if (YAML::Node g = get("gemm", &f)) {
-      std::string v = g.IsScalar() ? absl::AsciiStrToLower(g.Scalar()) : "";
-      if (v != "autotune" && v != "heuristic") {
-        return Error(
-            g, f,
-            absl::StrFormat("expected autotune or heuristic, got %s", Show(g)));
-      }
+      RM_ASSIGN_OR_RETURN(std::string v, OneOf(g, f, "autotune", "heuristic"));
       t->set_gemm(v);
     }
     if (YAML::Node mw = get("master_weights", &f)) {
