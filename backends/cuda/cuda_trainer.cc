@@ -251,7 +251,7 @@ struct CudaTrainer::Impl {
       if (res[i].state == CUBLAS_STATUS_SUCCESS)
         g->candidates.push_back(res[i].algo);
     }
-    g->algo = res[0].algo;
+    g->algo = g->candidates.empty() ? res[0].algo : g->candidates[0];
     g->chosen = 0;
     g->gain = 0;
     return absl::OkStatus();
