@@ -4,11 +4,10 @@
 # (bench/train/ce-one-gpu.yaml). Writes $OUT/ce-one-gpu.txt (the console)
 # and ce-one-gpu.jsonl.
 set -uo pipefail
-out=${OUT:-/tmp/bench-out}
-w=/tmp/ce-one-gpu; rm -rf "$w"; mkdir -p "$out" "$w"
-export LD_LIBRARY_PATH=$PWD/.bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
-.bundle/bin/ringmaster run bench/train/ce-one-gpu.yaml --np 2 --timeout 300 --out "$w"/rm \
+# shellcheck source=bench/train/env.sh
+. bench/train/env.sh
+train_env ce-one-gpu
+"$R" run bench/train/ce-one-gpu.yaml --np 2 --timeout 300 --out "$w"/rm \
   > "$w"/ringmaster.txt 2> "$w"/ringmaster.err
 rc=$?
 { echo "ringmaster run bench/train/ce-one-gpu.yaml --np 2: exit $rc"

@@ -5,11 +5,9 @@
 # power cap's drift lands on both sides; the summary keeps each side's
 # faster run). Writes $OUT/bench.tgz, console.txt and summary.json.
 set -uo pipefail
-out=${OUT:-/tmp/bench-out}
-w=/tmp/t; rm -rf "$w"; mkdir -p "$out" "$w"
-export LD_LIBRARY_PATH=$PWD/.bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
-R=.bundle/bin/ringmaster
+# shellcheck source=bench/train/env.sh
+. bench/train/env.sh
+train_env t
 run() {  # name
   "$R" run bench/train/plan.yaml --np 2 --timeout 150 --out "$w"/rm-"$1" > "$w"/"$1".txt 2> "$w"/"$1".err
   echo "$1: exit $?" | tee -a "$w"/console.txt
@@ -17,7 +15,6 @@ run() {  # name
   grep -A4 "^# scaling" "$w"/"$1".txt | grep -v "^#ranks" >> "$w"/console.txt
   grep -E "FAILED|SKIPPED" "$w"/"$1".txt >> "$w"/console.txt
 }
-nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv > "$w"/machine.txt 2>&1
 torch() {  # suffix
   python3 bench/train/torch_ddp.py --out "$w/torch1$1.json" > "$w/torch1$1.txt" 2>&1
   echo "torch 1 GPU$1: exit $?" | tee -a "$w"/console.txt

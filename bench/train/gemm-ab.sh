@@ -4,12 +4,9 @@
 # PyTorch's 1-GPU step on the same shapes, so the power cap's drift lands on
 # both sides. Writes $OUT/gemm-ab.tgz, console.txt and summary.json.
 set -uo pipefail
-out=${OUT:-/tmp/bench-out}
-w=/tmp/gemm-ab; rm -rf "$w"; mkdir -p "$out" "$w"
-export LD_LIBRARY_PATH=$PWD/.bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
-R=.bundle/bin/ringmaster
-nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv > "$w"/machine.txt 2>&1
+# shellcheck source=bench/train/env.sh
+. bench/train/env.sh
+train_env gemm-ab
 for i in 1 2 3; do
   "$R" run bench/train/gemm-ab.yaml --np 1 --timeout 200 --out "$w"/rm$i > "$w"/ringmaster$i.txt 2> "$w"/ringmaster$i.err
   echo "ringmaster run $i: exit $?" | tee -a "$w"/console.txt

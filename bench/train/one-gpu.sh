@@ -5,12 +5,9 @@
 # then PyTorch's 1-GPU step on the same shapes. Writes $OUT/one-gpu.tgz
 # and console.txt.
 set -uo pipefail
-out=${OUT:-/tmp/bench-out}
-w=/tmp/one; rm -rf "$w"; mkdir -p "$out" "$w"
-export LD_LIBRARY_PATH=$PWD/.bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
-R=.bundle/bin/ringmaster
-nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv > "$w"/machine.txt 2>&1
+# shellcheck source=bench/train/env.sh
+. bench/train/env.sh
+train_env one
 "$R" run bench/train/one-gpu.yaml --np 1 --timeout 200 --out "$w"/rm > "$w"/ringmaster.txt 2> "$w"/ringmaster.err
 echo "ringmaster: exit $?" | tee "$w"/console.txt
 cat "$w"/rm/*/results.jsonl > "$w"/ringmaster.jsonl 2>/dev/null

@@ -6,12 +6,9 @@
 # precisions, then the comparison. Writes $OUT/precision.tgz, console.txt
 # and summary.json.
 set -uo pipefail
-out=${OUT:-/tmp/bench-out}
-w=/tmp/precision; rm -rf "$w"; mkdir -p "$out" "$w"
-export LD_LIBRARY_PATH=$PWD/.bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
-R=.bundle/bin/ringmaster
-nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv > "$w"/machine.txt 2>&1
+# shellcheck source=bench/train/env.sh
+. bench/train/env.sh
+train_env precision
 "$R" run bench/train/precision.yaml --np 1 --timeout 400 --out "$w"/rm > "$w"/ringmaster.txt 2> "$w"/ringmaster.err
 echo "ringmaster: exit $?" | tee "$w"/console.txt
 cat "$w"/rm/*/results.jsonl > "$w"/ringmaster.jsonl 2>/dev/null

@@ -21,11 +21,20 @@ DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
           "bf16": torch.bfloat16}
 
 
-def model(layers, hidden, dtype):
+def model(layers, hidden, dtype, data="randn"):
     mods = []
     for _ in range(layers):
         mods += [nn.Linear(hidden, hidden, bias=False), nn.GELU()]
+        if data == "uniform":  # Ringmaster's weight distribution
+            bound = (3.0 / hidden) ** 0.5
+            nn.init.uniform_(mods[-2].weight, -bound, bound)
     return nn.Sequential(*mods).cuda().to(DTYPES[dtype])
+
+
+def inputs(batch, hidden, dtype, data):
+    if data == "uniform":  # Ringmaster's input distribution
+        return (torch.rand(batch, hidden, device="cuda") * 2 - 1).to(DTYPES[dtype])
+    return torch.randn(batch, hidden, device="cuda", dtype=DTYPES[dtype])
 
 
 def run(net, x, steps, warmup):
@@ -52,6 +61,9 @@ def main():
     p.add_argument("--buckets", default="25,100,400")
     p.add_argument("--dtypes", default="bf16", help="comma list of fp32, tf32, fp16, bf16")
     p.add_argument("--shapes", default="8x8192x4096,8x4096x512", help="LxHxB, comma list")
+    p.add_argument("--data", default="randn", choices=["randn", "uniform"],
+                   help="randn: PyTorch's usual inputs and Linear init; uniform: Ringmaster's "
+                        "distributions (the bits the GEMMs toggle move the power cap's clocks)")
     a = p.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -59,21 +71,21 @@ def main():
         dist.init_process_group("nccl")
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     torch.manual_seed(1234 + rank)
-    out = {"torch": torch.__version__, "world": world, "results": []}
+    out = {"torch": torch.__version__, "world": world, "data": a.data, "results": []}
     shapes = [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")]
     for dtype in a.dtypes.split(","):
         # tf32: fp32 parameters, TF32 tensor cores in the matmuls.
         torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
         for layers, hidden, batch in shapes:
             steps, warmup = (20, 5) if hidden >= 8192 else (50, 10)
-            x = torch.randn(batch, hidden, device="cuda", dtype=DTYPES[dtype])
+            x = inputs(batch, hidden, dtype, a.data)
             row = {"L": layers, "H": hidden, "B": batch, "dtype": dtype}
             if world == 1:
-                t = run(model(layers, hidden, dtype), x, steps, warmup)
+                t = run(model(layers, hidden, dtype, a.data), x, steps, warmup)
                 out["results"].append(dict(row, ddp=None, step_s=t))
             else:
                 for cap in [int(c) for c in a.buckets.split(",")]:
-                    net = nn.parallel.DistributedDataParallel(model(layers, hidden, dtype),
+                    net = nn.parallel.DistributedDataParallel(model(layers, hidden, dtype, a.data),
                                                               bucket_cap_mb=cap, static_graph=True)
                     t = run(net, x, steps, warmup)
                     out["results"].append(dict(row, ddp=cap, step_s=t))
