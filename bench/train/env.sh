@@ -4,6 +4,8 @@
 # path and NCCL_NVLS_ENABLE=0, and records the GPUs' clocks, power and
 # temperature in $w/machine.txt.
 # shellcheck shell=bash
+# The variables are for the scripts that source this file.
+# shellcheck disable=SC2034
 train_env() {
   out=${OUT:-/tmp/bench-out}
   w=/tmp/$1
