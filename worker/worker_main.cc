@@ -392,7 +392,6 @@ int Run(const RunArgs& args, int argc, char** argv) {
                              : 500));
 
   std::unique_ptr<CollectiveBackend> backend;
-  double setup_s = 0;
   if (backend_name == "cuda") {
 #ifdef RINGMASTER_HAVE_CUDA
     auto cuda =
@@ -509,13 +508,13 @@ int Run(const RunArgs& args, int argc, char** argv) {
     return &g;
   };
   // The world group's communicator setup time (GPUs: known once its first
-  // collective case created it).
+  // collective case created it; the host backend has no setup).
   auto world_setup_s = [&]() -> double {
 #ifdef RINGMASTER_HAVE_CUDA
     if (backend_name == "cuda")
       return static_cast<CudaBackend*>(backend.get())->CommSetupSeconds();
 #endif
-    return setup_s;
+    return 0.0;
   };
 
   // Node benchmarks (bench != collective): created on first use, by every

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "backends/collective_layout.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/nccl_comm.h"
 #include "backends/cuda/nvml.h"
 #include "core/names.h"
 #include "core/status_macros.h"
@@ -259,22 +260,8 @@ struct CudaBackend::Impl {
           absl::StrFormat("rank %d: no NCCL communicator", rank));
     }
     auto t0 = std::chrono::steady_clock::now();
-    ncclUniqueId id;
-    std::memset(&id, 0, sizeof id);
-    if (!relayed_id.empty()) {
-      if (relayed_id.size() != sizeof id) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "rank %d: relayed NCCL id has %d bytes, expected %d", rank,
-            relayed_id.size(), sizeof id));
-      }
-      std::memcpy(&id, relayed_id.data(), sizeof id);
-    } else {
-      if (rank == 0) RM_NCCL(ncclGetUniqueId(&id), rank);
-      absl::Status bs = control->Broadcast(&id, sizeof id, 0);
-      if (!bs.ok()) return bs;
-    }
     RM_CUDA(cudaSetDevice(device), rank);
-    RM_NCCL(ncclCommInitRank(&comm, nranks, id, rank), rank);
+    RM_RETURN_IF_ERROR(CreateNcclComm(*control, relayed_id, &comm));
     comm_setup_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
             .count();

@@ -8,8 +8,8 @@
 namespace ringmaster {
 
 // JSON: {"devices": [{index, name, bus_id, memory_gib, numa_node,
-// pcie_generation, pcie_width}], "pairs": [{a, b, p2p, nvlink_links, nvlink_active_links, nvlink_p2p,
-// nvlink_remote_ends[, nvlink_note]}],
+// pcie_generation, pcie_width}], "pairs": [{a, b, p2p, nvlink_links,
+// nvlink_active_links, nvlink_p2p, nvlink_remote_ends[, nvlink_note]}],
 // "nvlink_generation", "note"}. No GPU: empty devices and the driver's
 // answer in "note".
 std::string DescribeGpusJson();

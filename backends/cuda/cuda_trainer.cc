@@ -11,12 +11,15 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/nccl_comm.h"
 #include "core/names.h"
 #include "core/placement.h"
+#include "core/stats.h"
 #include "core/training.h"
 #include "kernels/train_kernels.h"
 
@@ -204,11 +207,7 @@ struct CudaTrainer::Impl {
   // the same case). comm: ce needs none.
   absl::Status EnsureNccl() {
     if (size_ < 2 || comm_ != nullptr) return absl::OkStatus();
-    ncclUniqueId id;
-    if (rank_ == 0) RM_NC(ncclGetUniqueId(&id));
-    if (auto s = control.Broadcast(&id, sizeof id, 0); !s.ok()) return s;
-    RM_NC(ncclCommInitRank(&comm_, size_, id, rank_));
-    return absl::OkStatus();
+    return CreateNcclComm(control, "", &comm_);
   }
 
   absl::Status MakeGemm(Gemm* g, cublasOperation_t ta, cublasOperation_t tb,
@@ -283,8 +282,7 @@ struct CudaTrainer::Impl {
       }
       std::vector<double> t(kReps);
       for (int r = 0; r < kReps; ++r) t[r] = Seconds(ev[r], ev[r + 1]);
-      std::nth_element(t.begin(), t.begin() + kReps / 2, t.end());
-      median[i] = t[kReps / 2];
+      median[i] = Median(std::move(t));
     }
     const size_t best =
         std::min_element(median.begin(), median.end()) - median.begin();
