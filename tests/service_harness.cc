@@ -126,6 +126,9 @@ ServeProcess::ServeProcess(std::string data_dir, std::vector<std::string> extra,
 
 ServeProcess::~ServeProcess() {
   if (child_ && !child_->Poll()) Terminate();
+  // The child's output readers append to out_ under mu_: end them before
+  // those members go (they are destroyed before child_ otherwise).
+  child_.reset();
 }
 
 std::string ServeProcess::admin_token() const {
