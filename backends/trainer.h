@@ -55,6 +55,9 @@ class Trainer {
   // Completes what steps left in flight (schedule: pipelined); collective.
   // RunTrain calls it after every case.
   virtual absl::Status Drain() { return absl::OkStatus(); }
+  // Of this rank's gradient entries (after the all-reduce, as the
+  // optimizer used them), the fraction exactly zero; called after Drain.
+  virtual absl::StatusOr<double> GradientZeroFraction() = 0;
   virtual std::string Describe()
       const = 0;  // e.g. "cpu (libopenblas.so.0, 8 threads)"
 };

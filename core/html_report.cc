@@ -13,6 +13,7 @@
 #include "core/report.h"
 #include "core/svg_plot.h"
 #include "core/topology.h"
+#include "core/training.h"
 #include "core/units.h"
 
 namespace ringmaster {
@@ -502,6 +503,7 @@ void Training(const std::vector<v1::Result>& results,
     BarSeries compute{"compute", {}}, exposed{"exposed communication", {}},
         skew{"rank skew", {}}, other{"other", {}};
     std::vector<std::vector<std::string>> rows;
+    bool underflowed = false;
     for (const v1::Result* r : v) {
       const double tn = r->stats().median_s();
       const v1::TrainFigures& t = r->train();
@@ -518,10 +520,15 @@ void Training(const std::vector<v1::Result>& results,
           std::max(0.0,
                    step - t.compute_s() - t.exposed_comm_s() - t.skew_s()) *
           1e3);
-      rows.push_back({std::to_string(r->nranks()), Num(tn * 1e3),
-                      e > 0 ? Num(e, 3) : "-", Num(t.compute_s() * 1e3),
-                      Num(t.exposed_comm_s() * 1e3), Num(t.skew_s() * 1e3),
-                      Num(t.samples_per_s())});
+      rows.push_back(
+          {std::to_string(r->nranks()), Num(tn * 1e3), e > 0 ? Num(e, 3) : "-",
+           Num(t.compute_s() * 1e3), Num(t.exposed_comm_s() * 1e3),
+           Num(t.skew_s() * 1e3), Num(t.samples_per_s()),
+           t.grad_zero_fraction() >= 0
+               ? absl::StrFormat("%.1f%%", 100 * t.grad_zero_fraction())
+               : "-"});
+      underflowed =
+          underflowed || t.grad_zero_fraction() >= kGradientsUnderflowed;
       ladder_rows.push_back(
           {key, std::to_string(r->nranks()), e > 0 ? Num(e, 3) : "-"});
     }
@@ -531,9 +538,16 @@ void Training(const std::vector<v1::Result>& results,
     f.caption =
         "Median step split into compute, gradient all-reduce not hidden "
         "behind backward, waiting for the slowest rank, and the rest.";
-    f.table = Table({"ranks", "step (ms)", "efficiency", "compute (ms)",
-                     "exposed (ms)", "skew (ms)", "samples/s"},
-                    rows);
+    if (underflowed) {
+      f.caption +=
+          " Warning: half or more of the gradient entries are zero (they "
+          "underflowed; raise loss_scale): backward multiplied zeros, which "
+          "runs faster than training.";
+    }
+    f.table =
+        Table({"ranks", "step (ms)", "efficiency", "compute (ms)",
+               "exposed (ms)", "skew (ms)", "samples/s", "zero gradients"},
+              rows);
     figures->push_back(std::move(f));
   }
   if (SeriesDrawn(ladder) > 0) {

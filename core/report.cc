@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/names.h"
+#include "core/training.h"
 #include "core/units.h"
 
 namespace ringmaster {
@@ -366,6 +367,10 @@ void CsvReporter::Report(const v1::Result& r) {
       CsvField(r.path()), r.ceiling_gbps());
 }
 
+// The fraction of zero gradient entries RenderTrainScaling notes (it warns
+// from kGradientsUnderflowed).
+constexpr double kPartlyUnderflowed = 0.05;
+
 std::string RenderTrainScaling(const std::vector<v1::Result>& results) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const v1::Result*>> rows;
@@ -411,6 +416,8 @@ std::string RenderTrainScaling(const std::vector<v1::Result>& results) {
       continue;
     }
     fit.ran = std::max(fit.ran, b);
+    // A step whose gradients underflowed is no training step's time.
+    if (r.train().grad_zero_fraction() >= kGradientsUnderflowed) continue;
     const std::string k = sweep_key(r);
     if (!best.count(k)) best_order.push_back(k);
     if (!best.count(k) ||
@@ -461,6 +468,30 @@ std::string RenderTrainScaling(const std::vector<v1::Result>& results) {
     out += absl::StrFormat(
         "# memory %s: batch %s ran, batch %d ran out of memory\n", k,
         f.ran > 0 ? absl::StrFormat("%d", f.ran) : std::string("none"), f.out);
+  }
+  // Gradient entries exactly zero after the last step: underflow (float16
+  // without a large enough loss scale). Backward then multiplies zeros,
+  // which draws less power and runs faster than training does.
+  for (const auto& r : results) {
+    const double z = r.train().grad_zero_fraction();
+    if (r.case_().bench() != v1::BENCH_TRAIN || r.status() != v1::OK ||
+        z < kPartlyUnderflowed) {
+      continue;
+    }
+    const v1::Case& c = r.case_();
+    const std::string hint =
+        c.dtype() == v1::FLOAT16 ? "; raise loss_scale" : "";
+    out += absl::StrFormat(
+        "# %s %s batch %d %s, %d rank%s: %.1f%% of gradient entries are zero "
+        "after the last step (%s%s)%s\n",
+        z >= kGradientsUnderflowed ? "warning:" : "note:", c.spec_name(),
+        c.train().batch(), DataTypeName(c.dtype()), r.nranks(),
+        r.nranks() == 1 ? "" : "s", 100 * z,
+        z >= kGradientsUnderflowed ? "underflow" : "partial underflow", hint,
+        z >= kGradientsUnderflowed
+            ? ": the step multiplies zeros, which runs faster "
+              "than training; left out of the best throughput"
+            : "");
   }
   return out;
 }

@@ -377,5 +377,35 @@ TEST(RenderTrainScaling, BestPointAndMemoryLimitPerPrecision) {
             std::string::npos);
 }
 
+// Steps whose gradients underflowed: a warning, and not the best point
+// however fast; a partial underflow is a note.
+TEST(RenderTrainScaling, UnderflowedGradientsAreNamedAndNotTheBestPoint) {
+  std::vector<v1::Result> results = {
+      TrainPoint(v1::BFLOAT16, 4096, 0.012),  // 341333 samples/s
+      TrainPoint(v1::FLOAT16, 4096, 0.010),   // faster, on zeros
+      TrainPoint(v1::FLOAT16, 1024, 0.004),   // partly underflowed
+  };
+  results[0].mutable_train()->set_grad_zero_fraction(0.001);
+  results[1].mutable_train()->set_grad_zero_fraction(1.0);
+  results[2].mutable_train()->set_grad_zero_fraction(0.2);
+  const std::string out = RenderTrainScaling(results);
+  EXPECT_NE(out.find("# best throughput mlp (train, 1 rank): batch 4096, "
+                     "bfloat16"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("# warning: mlp batch 4096 float16, 1 rank: 100.0% of "
+                     "gradient entries are zero after the last step "
+                     "(underflow; raise loss_scale): the step multiplies "
+                     "zeros"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("# note: mlp batch 1024 float16, 1 rank: 20.0% of "
+                     "gradient entries are zero after the last step (partial "
+                     "underflow; raise loss_scale)\n"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("mlp batch 4096 bfloat16"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace ringmaster

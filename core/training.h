@@ -16,6 +16,11 @@
 
 namespace ringmaster {
 
+// A training result with this fraction of its gradient entries zero or
+// more (train.grad_zero_fraction) underflowed: its step multiplied zeros,
+// which runs faster than training does.
+inline constexpr double kGradientsUnderflowed = 0.5;
+
 struct MlpShape {
   int layers = 0;
   int64_t hidden = 0;

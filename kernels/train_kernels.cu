@@ -129,6 +129,17 @@ __global__ void LossGrad(const T* out, T* da, int64_t n, double count,
   }
 }
 
+// Zero test on the bits (sign ignored): U is the storage type's width.
+template <typename U>
+__global__ void CountZeros(const U* p, int64_t n, unsigned long long* count) {
+  constexpr U kMagnitude = static_cast<U>(static_cast<U>(~U{0}) >> 1);
+  unsigned long long local = 0;
+  GRID_STRIDE(i, n) { local += (p[i] & kMagnitude) == 0; }
+  for (int off = 16; off > 0; off /= 2)
+    local += __shfl_down_sync(0xffffffffu, local, off);
+  if ((threadIdx.x & 31) == 0 && local > 0) atomicAdd(count, local);
+}
+
 template <typename T>
 __global__ void GeluBwd(const T* da, const T* z, T* dz, int64_t n) {
   GRID_STRIDE(i, n) { dz[i] = FromF<T>(ToF(da[i]) * GeluGradF(ToF(z[i]))); }
@@ -366,6 +377,19 @@ cudaError_t LaunchAdd(TrainType t, void* dst, const void* src, int64_t n,
       Add1<<<Grid(n), 256, 0, s>>>(d, sp, n);
     }
   });
+}
+
+cudaError_t LaunchCountZeros(TrainType t, const void* p, int64_t n,
+                             unsigned long long* count, cudaStream_t s) {
+  const int blocks = std::min<int64_t>(Grid(n), 4 * Sms());
+  if (t == TrainType::kFloat32) {
+    CountZeros<<<blocks, 256, 0, s>>>(static_cast<const uint32_t*>(p), n,
+                                      count);
+  } else {
+    CountZeros<<<blocks, 256, 0, s>>>(static_cast<const uint16_t*>(p), n,
+                                      count);
+  }
+  return cudaGetLastError();
 }
 
 }  // namespace ringmaster

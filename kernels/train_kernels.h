@@ -52,6 +52,10 @@ cudaError_t LaunchWaitFlag(const int* local_flag, int value, cudaStream_t s);
 // dst += src, n elements of type t (fp32 math).
 cudaError_t LaunchAdd(TrainType t, void* dst, const void* src, int64_t n,
                       cudaStream_t s);
+// *count += the number of the n elements of type t that are zero (+0 or
+// -0); *count is device memory.
+cudaError_t LaunchCountZeros(TrainType t, const void* p, int64_t n,
+                             unsigned long long* count, cudaStream_t s);
 
 }  // namespace ringmaster
 

@@ -624,8 +624,12 @@ TEST_F(RunTest, DpScalingPlanRunsTheHostLadderWithChecks) {
       EXPECT_EQ(t.loss_last(),
                 t.loss_first());  // forward only: nothing changes
       EXPECT_EQ(t.exposed_comm_s(), 0);
+      EXPECT_EQ(t.grad_zero_fraction(), -1);  // no gradients
     } else {
       EXPECT_LT(t.loss_last(), t.loss_first());  // it trains
+      // float32 gradients of this model do not underflow.
+      EXPECT_GE(t.grad_zero_fraction(), 0);
+      EXPECT_LT(t.grad_zero_fraction(), 0.01);
     }
     if (r.nranks() == 1) {  // nothing to wait for (two clock reads apart)
       EXPECT_LT(t.exposed_comm_s(), 1e-5);

@@ -187,6 +187,14 @@ v1::Result RunTrain(const v1::Case& c, Trainer& trainer, Control& control) {
     r.mutable_failure()->set_rank(control.rank());
     r.mutable_failure()->set_detail(std::string(d.message()));
   }
+  if (r.status() == v1::OK) {
+    // Gradients that underflowed (float16 without a large enough loss
+    // scale) make a step that multiplies zeros: cheaper than training.
+    absl::StatusOr<double> zeros = c.train().inference()
+                                       ? absl::StatusOr<double>(-1.0)
+                                       : trainer.GradientZeroFraction();
+    r.mutable_train()->set_grad_zero_fraction(zeros.ok() ? *zeros : -1.0);
+  }
   r.set_case_wall_s(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count());

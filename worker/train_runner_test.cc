@@ -83,6 +83,7 @@ class ScriptedTrainer : public Trainer {
     return absl::OkStatus();
   }
   absl::StatusOr<StepTiming> Step() override { return t_; }
+  absl::StatusOr<double> GradientZeroFraction() override { return 0.25; }
   std::string Describe() const override { return "scripted"; }
 
  private:
@@ -148,6 +149,8 @@ TEST(RunTrain, DdpBreakdownTakesTheSlowestRankAndAddsUp) {
   EXPECT_NEAR(r.train().skew_s(), 0.002, 1e-9);
   EXPECT_NEAR(r.train().exposed_comm_s(), 0.001, 1e-9);
   EXPECT_NEAR(Sum(r.train()), r.train().step_of_breakdown_s(), 1e-9);
+  // The trainer's count of zero gradient entries, after the case.
+  EXPECT_EQ(r.train().grad_zero_fraction(), 0.25);
 }
 
 TEST(RunTrain, PipelinedWaitsSplitIntoSkewAndExposed) {

@@ -93,6 +93,7 @@ struct CudaTrainer::Impl {
   void* da_ = nullptr;
   void* dz_ = nullptr;
   double* loss_ = nullptr;
+  unsigned long long* zeros_ = nullptr;  // GradientZeroFraction's count
   Gemm fwd_, dw_, dx_;
   std::vector<std::vector<int>> buckets_;
   cudaEvent_t start_ = nullptr, bwd_end_ = nullptr, joined_ = nullptr,
@@ -179,8 +180,10 @@ struct CudaTrainer::Impl {
     cudaFree(v_);
     cudaFree(master_);
     cudaFree(loss_);
+    cudaFree(zeros_);
     m_ = v_ = master_ = nullptr;
     loss_ = nullptr;
+    zeros_ = nullptr;
   }
 
   absl::Status Init() {
@@ -426,6 +429,8 @@ struct CudaTrainer::Impl {
     allocs.push_back({&da_, B * H * elem_});
     allocs.push_back({&dz_, B * H * elem_});
     allocs.push_back({reinterpret_cast<void**>(&loss_), sizeof(double)});
+    allocs.push_back(
+        {reinterpret_cast<void**>(&zeros_), sizeof(unsigned long long)});
     for (auto& [p, bytes] : allocs) {
       if (auto s = Alloc(p, bytes); !s.ok()) return s;
     }
@@ -904,6 +909,23 @@ struct CudaTrainer::Impl {
     t.loss = loss / static_cast<double>(n);
     return t;
   }
+  // Of the gradient entries (reduced, as the optimizer used them), the
+  // fraction exactly zero.
+  absl::StatusOr<double> ZeroFraction() {
+    if (g_ == nullptr) return absl::FailedPreconditionError("no case prepared");
+    RM_CU(cudaSetDevice(device_));
+    // Every stream's work (a pipelined step's last reductions) first.
+    RM_CU(cudaDeviceSynchronize());
+    const int64_t n =
+        static_cast<int64_t>(spec_.layers()) * spec_.hidden() * spec_.hidden();
+    RM_CU(cudaMemsetAsync(zeros_, 0, sizeof *zeros_, compute_));
+    RM_CU(LaunchCountZeros(type_, g_, n, zeros_, compute_));
+    unsigned long long zeros = 0;
+    RM_CU(cudaMemcpyAsync(&zeros, zeros_, sizeof zeros, cudaMemcpyDeviceToHost,
+                          compute_));
+    RM_CU(cudaStreamSynchronize(compute_));
+    return n > 0 ? static_cast<double>(zeros) / static_cast<double>(n) : 0.0;
+  }
 };
 
 CudaTrainer::CudaTrainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -921,6 +943,9 @@ absl::Status CudaTrainer::Prepare(const v1::Case& c, int64_t batch,
   return impl_->Prepare(c, batch, first);
 }
 absl::StatusOr<StepTiming> CudaTrainer::Step() { return impl_->Step(); }
+absl::StatusOr<double> CudaTrainer::GradientZeroFraction() {
+  return impl_->ZeroFraction();
+}
 std::string CudaTrainer::Describe() const {
   const Impl& m = *impl_;
   std::string precision = "cuBLASLt " + m.dtype_name_;

@@ -23,6 +23,7 @@ class CudaTrainer : public Trainer {
   absl::Status Prepare(const v1::Case& c, int64_t batch,
                        int64_t first_sample) override;
   absl::StatusOr<StepTiming> Step() override;
+  absl::StatusOr<double> GradientZeroFraction() override;
   std::string Describe() const override;
 
  private:

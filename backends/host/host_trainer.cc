@@ -87,6 +87,12 @@ absl::Status HostTrainer::Drain() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<double> HostTrainer::GradientZeroFraction() {
+  if (grad_.empty()) return absl::FailedPreconditionError("no case prepared");
+  const auto zeros = std::count(grad_.begin(), grad_.end(), 0.0f);
+  return static_cast<double>(zeros) / static_cast<double>(grad_.size());
+}
+
 void HostTrainer::ForwardLayer(int l) {
   const int H = static_cast<int>(spec_.hidden()), B = static_cast<int>(batch_);
   LoadBlas()->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasTrans, B, H, H, 1.0f,

@@ -20,6 +20,7 @@ class HostTrainer : public Trainer {
                        int64_t first_sample) override;
   absl::StatusOr<StepTiming> Step() override;
   absl::Status Drain() override;
+  absl::StatusOr<double> GradientZeroFraction() override;
   std::string Describe() const override { return describe_; }
 
  private:

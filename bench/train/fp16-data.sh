@@ -4,6 +4,8 @@
 # Ringmaster's, which are equal)? PyTorch in both precisions with its own
 # data (randn inputs, Linear's init) and with Ringmaster's distributions
 # (--data uniform), Ringmaster between, twice in alternating order.
+# PyTorch's float16 takes Ringmaster's loss scale (torch_ddp.py's default since
+# bench/results/h200x1/fp16-scale; before, its gradients were all zero).
 # Writes $OUT/fp16-data.txt.
 set -uo pipefail
 # shellcheck source=bench/train/env.sh
@@ -24,11 +26,14 @@ import glob, json, os, sys
 w = sys.argv[1]
 for path in sorted(glob.glob(w + "/torch-*.json")):
     for r in json.load(open(path))["results"]:
-        print("torch %-10s %s %.3f ms" % (os.path.basename(path)[6:-5], r["dtype"], r["step_s"] * 1e3))
+        print("torch %-10s %s %.3f ms, loss scale %g, gradient entries zero %.4f" % (
+            os.path.basename(path)[6:-5], r["dtype"], r["step_s"] * 1e3, r.get("loss_scale", 1),
+            r.get("grad_zero_fraction", -1)))
 for path in sorted(glob.glob(w + "/rm-*.jsonl")):
     for line in open(path):
         r = json.loads(line)
-        print("ringmaster %-5s %s %.3f ms  %s" % (os.path.basename(path)[3:-6], r["case"]["dtype"],
-                                                 r["stats"]["median_s"] * 1e3, r.get("path", "")))
+        print("ringmaster %-5s %s %.3f ms, gradient entries zero %.4f  %s" % (
+            os.path.basename(path)[3:-6], r["case"]["dtype"], r["stats"]["median_s"] * 1e3,
+            r.get("train", {}).get("grad_zero_fraction", 0.0), r.get("path", "")))
 PY
 cat "$w"/machine.txt >> "$out"/fp16-data.txt

@@ -2,14 +2,17 @@
 
 The same model: L bias-free Linear(H, H) + GELU (exact), bf16 parameters
 (or --dtypes: fp32, tf32 = fp32 parameters with TF32 matmuls, fp16, bf16),
-loss = mean(out^2), SGD lr 0.1. Per configuration: 5 (10) warm-up steps,
-then 20 (50) steps each timed with CUDA events around
+loss = mean(out^2), SGD lr 0.1; float16 with Ringmaster's static loss
+scale (--loss-scale: without one its gradients underflow to zero at these
+sizes and backward multiplies zeros). Per configuration: 5 (10) warm-up
+steps, then 20 (50) steps each timed with CUDA events around
 zero_grad/forward/backward/step; the median is reported. Run alone for one
 GPU (no DDP), under torchrun for DDP with static_graph at the bucket caps
 given.
 """
 import argparse
 import json
+import math
 import os
 
 import torch
@@ -37,14 +40,31 @@ def inputs(batch, hidden, dtype, data):
     return torch.randn(batch, hidden, device="cuda", dtype=DTYPES[dtype])
 
 
-def run(net, x, steps, warmup):
-    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+def loss_scale(arg, dtype, batch, hidden):
+    """Ringmaster's auto scale for float16 (the power of two nearest
+    B*H/64; without one, mean(out^2)'s gradients are below float16's
+    smallest subnormal at these sizes and backward multiplies zeros); 1
+    otherwise."""
+    if arg != "auto":
+        return float(arg)
+    if dtype != "fp16":
+        return 1.0
+    return 2.0 ** max(0, round(math.log2(batch * hidden / 64)))
+
+
+def run(net, x, steps, warmup, scale=1.0):
+    """Median step time, and the fraction of the last step's gradient
+    entries that are exactly zero. A loss scale S multiplies the loss and
+    divides the learning rate (the same update, no extra kernel)."""
+    opt = torch.optim.SGD(net.parameters(), lr=0.1 / scale)
     times = []
     for i in range(warmup + steps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         opt.zero_grad(set_to_none=True)
         loss = net(x).float().pow(2).mean()
+        if scale != 1.0:
+            loss = loss * scale
         loss.backward()
         opt.step()
         b.record()
@@ -52,7 +72,9 @@ def run(net, x, steps, warmup):
         if i >= warmup:
             times.append(a.elapsed_time(b) / 1e3)
     times.sort()
-    return times[len(times) // 2]
+    grads = [p.grad for p in net.parameters() if p.grad is not None]
+    zeros = sum(int((g == 0).sum()) for g in grads) / max(1, sum(g.numel() for g in grads))
+    return times[len(times) // 2], zeros
 
 
 def main():
@@ -64,6 +86,9 @@ def main():
     p.add_argument("--data", default="randn", choices=["randn", "uniform"],
                    help="randn: PyTorch's usual inputs and Linear init; uniform: Ringmaster's "
                         "distributions (the bits the GEMMs toggle move the power cap's clocks)")
+    p.add_argument("--loss-scale", default="auto",
+                   help="auto: Ringmaster's power of two for fp16 (1 otherwise); or a number "
+                        "(1: PyTorch's plain fp16 step, whose gradients underflow to zero here)")
     a = p.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -79,16 +104,17 @@ def main():
         for layers, hidden, batch in shapes:
             steps, warmup = (20, 5) if hidden >= 8192 else (50, 10)
             x = inputs(batch, hidden, dtype, a.data)
-            row = {"L": layers, "H": hidden, "B": batch, "dtype": dtype}
+            scale = loss_scale(a.loss_scale, dtype, batch, hidden)
+            row = {"L": layers, "H": hidden, "B": batch, "dtype": dtype, "loss_scale": scale}
             if world == 1:
-                t = run(model(layers, hidden, dtype, a.data), x, steps, warmup)
-                out["results"].append(dict(row, ddp=None, step_s=t))
+                t, zeros = run(model(layers, hidden, dtype, a.data), x, steps, warmup, scale)
+                out["results"].append(dict(row, ddp=None, step_s=t, grad_zero_fraction=zeros))
             else:
                 for cap in [int(c) for c in a.buckets.split(",")]:
                     net = nn.parallel.DistributedDataParallel(model(layers, hidden, dtype, a.data),
                                                               bucket_cap_mb=cap, static_graph=True)
-                    t = run(net, x, steps, warmup)
-                    out["results"].append(dict(row, ddp=cap, step_s=t))
+                    t, zeros = run(net, x, steps, warmup, scale)
+                    out["results"].append(dict(row, ddp=cap, step_s=t, grad_zero_fraction=zeros))
                     del net
             if rank == 0:
                 print(out["results"][-3:], flush=True)
