@@ -18,10 +18,11 @@ for path in glob.glob(sys.argv[1] + "/*/results.jsonl"):
     for line in open(path):
         r = json.loads(line)
         c, t = r["case"], r["case"]["train"]
-        print("%-24s %-9s %-9s overlap=%-5s ranks %d  %-7s loss %s ref %s rel.err %s  %s" % (
+        f = r.get("train", {})
+        print("%-24s %-9s %-9s overlap=%-5s ranks %d  %-7s loss %s ref %s rel.err %s zero grads %s  %s" % (
             c["spec_name"], c["dtype"], t["schedule"], t["overlap"], r["nranks"], r["status"],
-            r.get("train", {}).get("loss_check"), r.get("train", {}).get("loss_reference"),
-            r.get("train", {}).get("loss_rel_error"), r.get("path", r.get("failure", {}).get("detail", ""))))
+            f.get("loss_check"), f.get("loss_reference"), f.get("loss_rel_error"),
+            f.get("grad_zero_fraction", 0.0), r.get("path", r.get("failure", {}).get("detail", ""))))
 PY
   tail -5 "$w"/ringmaster.err; } > "$out"/ce-one-gpu.txt 2>&1
 cat "$w"/rm/*/results.jsonl > "$out"/ce-one-gpu.jsonl 2>/dev/null
