@@ -3,9 +3,22 @@
 faster run's step per configuration) and the PyTorch JSON of torch_ddp.py
 (one or more runs each; the faster, likewise):
 1-GPU step ratio vs PyTorch, 2-GPU weak-scaling efficiency, 2-GPU step ratio
-vs the fastest DDP bucket variant."""
+vs the fastest DDP bucket variant. The bars are bfloat16's: other
+precisions are left out, and so is a step whose gradients were half or more
+zero (underflow: it multiplied zeros, which runs faster than training)."""
 import argparse
 import json
+import sys
+
+UNDERFLOWED = 0.5  # as the report's (core/training.h kGradientsUnderflowed)
+
+
+def underflowed(who, what, zeros):
+    if zeros is not None and zeros >= UNDERFLOWED:
+        print("summarize: left out %s %s: %.1f%% of its gradient entries are zero"
+              % (who, what, 100 * zeros), file=sys.stderr)
+        return True
+    return False
 
 
 def steps(paths):
@@ -16,7 +29,12 @@ def steps(paths):
             c = r["case"]
             if c.get("bench") != "BENCH_TRAIN" or r["status"] != "OK":
                 continue
+            if c.get("dtype", "BFLOAT16") != "BFLOAT16":
+                continue
             t = c["train"]
+            if underflowed("Ringmaster's", c.get("spec_name", ""),
+                           r.get("train", {}).get("grad_zero_fraction", 0.0)):
+                continue
             # The variant: the reduction, and "_pipelined" for that schedule.
             variant = t.get("comm") or "nccl"
             if t.get("schedule") == "pipelined":
@@ -42,12 +60,18 @@ def main():
     t1 = {}
     ddp = {}
     # Several PyTorch runs: the faster per configuration, as for Ringmaster.
-    for path in a.torch1:
+    def peer(path):
         for r in json.load(open(path))["results"]:
+            what = "%s L%d H%d B%d" % (r.get("dtype", "bf16"), r["L"], r["H"], r["B"])
+            if r.get("dtype", "bf16") == "bf16" and not underflowed(
+                    "PyTorch's", what, r.get("grad_zero_fraction")):
+                yield r
+    for path in a.torch1:
+        for r in peer(path):
             k = (r["L"], r["H"], r["B"])
             t1[k] = min(t1.get(k, r["step_s"]), r["step_s"])
     for path in a.ddp2:
-        for r in json.load(open(path))["results"]:
+        for r in peer(path):
             caps = ddp.setdefault((r["L"], r["H"], r["B"]), {})
             caps[r["ddp"]] = min(caps.get(r["ddp"], r["step_s"]), r["step_s"])
     s = {}
