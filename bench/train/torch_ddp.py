@@ -55,7 +55,7 @@ def loss_scale(arg, dtype, batch, hidden):
 def run(net, x, steps, warmup, scale=1.0):
     """Median step time, and the fraction of the last step's gradient
     entries that are exactly zero. A loss scale S multiplies the loss and
-    divides the learning rate (the same update, no extra kernel)."""
+    divides the learning rate (the same update; one scalar multiply more)."""
     opt = torch.optim.SGD(net.parameters(), lr=0.1 / scale)
     times = []
     for i in range(warmup + steps):
