@@ -11,11 +11,14 @@ fastest candidate and cublasGemmEx with their kernels and times.
 Usage: python3 fp16_gemm.py LIB.so
 """
 import ctypes
+import os
 import sys
 
 import torch
-import torch.nn as nn
 from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
+from torch_ddp import inputs, model  # noqa: E402  (the peer reference's model)
 
 L, H, B = 8, 8192, 4096
 
@@ -39,11 +42,8 @@ def show(rows, limit=8):
 
 def torch_step(dtype):
     torch.manual_seed(1)
-    mods = []
-    for _ in range(L):
-        mods += [nn.Linear(H, H, bias=False), nn.GELU()]
-    net = nn.Sequential(*mods).cuda().to(dtype)
-    x = torch.randn(B, H, device="cuda", dtype=dtype)
+    net = model(L, H, dtype)
+    x = inputs(B, H, dtype, "randn")
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
 
     def step():
@@ -82,7 +82,7 @@ def main():
     with open("/proc/self/maps") as f:
         for path in sorted({l.split()[-1] for l in f if "libcublas" in l}):
             print("mapped", path)
-    for dtype in (torch.float16, torch.bfloat16):
+    for dtype in ("fp16", "bf16"):
         torch_step(dtype)
     buf = ctypes.create_string_buffer(256)
     for dtype, dname in ((0, "float16"), (1, "bfloat16")):

@@ -21,19 +21,10 @@ rm_run() {  # tag
 }
 torch_run randn randn-1; rm_run 1; torch_run uniform uniform-1
 torch_run uniform uniform-2; rm_run 2; torch_run randn randn-2
-python3 - "$w" <<'PY' | tee "$out"/fp16-data.txt
-import glob, json, os, sys
-w = sys.argv[1]
-for path in sorted(glob.glob(w + "/torch-*.json")):
-    for r in json.load(open(path))["results"]:
-        print("torch %-10s %s %.3f ms, loss scale %g, gradient entries zero %.4f" % (
-            os.path.basename(path)[6:-5], r["dtype"], r["step_s"] * 1e3, r.get("loss_scale", 1),
-            r.get("grad_zero_fraction", -1)))
-for path in sorted(glob.glob(w + "/rm-*.jsonl")):
-    for line in open(path):
-        r = json.loads(line)
-        print("ringmaster %-5s %s %.3f ms, gradient entries zero %.4f  %s" % (
-            os.path.basename(path)[3:-6], r["case"]["dtype"], r["stats"]["median_s"] * 1e3,
-            r.get("train", {}).get("grad_zero_fraction", 0.0), r.get("path", "")))
-PY
+{ for f in "$w"/torch-*.json; do
+    python3 bench/train/rows.py torch "$(basename "$f" .json)" "$f"
+  done
+  for f in "$w"/rm-*.jsonl; do
+    python3 bench/train/rows.py ringmaster "$(basename "$f" .jsonl)" "$f"
+  done; } | tee "$out"/fp16-data.txt
 cat "$w"/machine.txt >> "$out"/fp16-data.txt

@@ -28,12 +28,7 @@ python3 bench/experiments/fp16_gemm.py .bundle/exp/libfp16_gemm.so > "$o"/kernel
 rm_step() {  # tag, cuBLAS folder
   LD_LIBRARY_PATH=$PWD/.bundle/lib:$2:/usr/local/cuda/lib64 \
     "$R" run bench/train/fp16-bf16.yaml --np 1 --timeout 120 --out "$w/rm-$1" > "$w/rm-$1.txt" 2>&1
-  for f in "$w"/rm-"$1"/*/results.jsonl; do
-    python3 -c 'import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    print(sys.argv[2], r["case"]["dtype"], "%.3f ms" % (r["stats"]["median_s"] * 1e3), r.get("path", ""))' "$f" "$1"
-  done >> "$o"/ringmaster-steps.txt
+  python3 bench/train/rows.py ringmaster "$1" "$w"/rm-"$1"/*/results.jsonl >> "$o"/ringmaster-steps.txt
 }
 rm_step cuda-1 /usr/local/cuda/lib64
 rm_step torch-1 "$tdir"

@@ -33,8 +33,8 @@ rm_run() {  # tag
 }
 torch_run torch-unscaled-1 1 fp16; rm_run rm-1; torch_run torch-scaled-1 auto fp16,bf16
 torch_run torch-scaled-2 auto fp16,bf16; rm_run rm-2; torch_run torch-unscaled-2 1 fp16
-python3 - "$w" <<'PY' | tee "$o"/fp16-scale.txt
-import glob, json, os, sys
+python3 - "$w" bench/train/rows.py <<'PY' | tee "$o"/fp16-scale.txt
+import glob, os, subprocess, sys
 w = sys.argv[1]
 def smi(tag):
     rows = []
@@ -48,20 +48,12 @@ def smi(tag):
         return "no busy samples"
     return "busy samples %d: SM clock mean %.0f MHz, power mean %.0f W" % (
         len(busy), sum(r[0] for r in busy) / len(busy), sum(r[1] for r in busy) / len(busy))
-for path in sorted(glob.glob(w + "/torch-*.json")):
-    tag = os.path.basename(path)[:-5]
-    for r in json.load(open(path))["results"]:
-        print("%-18s %s loss scale %-8g %.3f ms, gradient entries zero %.4f" % (
-            tag, r["dtype"], r["loss_scale"], r["step_s"] * 1e3, r["grad_zero_fraction"]))
-    print("%-18s %s" % ("", smi(tag)))
-for path in sorted(glob.glob(w + "/rm-*.jsonl")):
-    tag = os.path.basename(path)[:-6]
-    for line in open(path):
-        r = json.loads(line)
-        zero = r.get("train", {}).get("grad_zero_fraction", 0.0)
-        print("%-18s %s %-24s %.3f ms, gradient entries zero %.4f  %s" % (
-            tag, r["case"]["dtype"], r["case"]["spec_name"], r["stats"]["median_s"] * 1e3, zero,
-            r.get("path", "")))
-    print("%-18s %s" % ("", smi(tag)))
+rows = sys.argv[2]
+for kind, pattern, cut in (("torch", "/torch-*.json", 5), ("ringmaster", "/rm-*.jsonl", 6)):
+    for path in sorted(glob.glob(w + pattern)):
+        tag = os.path.basename(path)[:-cut]
+        sys.stdout.flush()
+        subprocess.run([sys.executable, rows, kind, tag, path], check=True)
+        print("%-18s %s" % ("", smi(tag)))
 PY
 cp "$w"/machine.txt "$w"/rm-1.txt "$w"/rm-2.txt "$o"/
