@@ -64,43 +64,73 @@ std::optional<SlowMemberSearch::Test> SlowMemberSearch::Next() {
       queue_.clear();
       results_.clear();
       next_ = 0;
-      for (const auto& [a, b] : suspects_)
-        queue_.push_back({a, good_[0], "split"});
+      for (const auto& [a, b] : suspects_) {
+        queue_.push_back({a, GoodPartner({a, b}), "split"});
+        queue_.push_back({b, GoodPartner({a, b}), "split"});
+      }
       continue;
     }
     if (phase_ == 1) {
+      // Each member of a suspect pair was tested with a good member; a
+      // member is slow when its own test looks like the suspect pair.
       const double ref = figures_.reference_gbps();
-      for (size_t i = 0; i < queue_.size(); ++i) {
+      std::vector<std::string> cleared;
+      for (size_t i = 0; i < suspects_.size(); ++i) {
         const auto [a, b] = suspects_[i];
-        // a is the slow one when its test with a good member looks like the
-        // suspect pair rather than like the reference: below the geometric
-        // midpoint of the two.
-        const bool a_slow = results_[i] < Midpoint(i);
-        const int named = a_slow ? a : b;
-        figures_.add_slow(named);
-        // The split test measured `named` only when it was `a`; otherwise
-        // its first-round pair is all we have.
-        double bw = results_[i];
-        if (!a_slow) {
-          for (const auto& t : figures_.tests())
-            if (t.phase() == "pairs" && (t.a() == b || t.b() == b))
-              bw = t.gbps();
+        const double limit = SlowLimit(i);
+        bool any = false;
+        for (int k = 0; k < 2; ++k) {
+          const double bw = results_[2 * i + k];
+          if (bw >= limit) continue;
+          any = true;
+          figures_.add_slow(k == 0 ? a : b);
+          figures_.add_slow_ratios(ref > 0 ? bw / ref : 0);
+          limits_.push_back(limit);
         }
-        figures_.add_slow_ratios(ref > 0 ? bw / ref : 0);
+        if (!any) {
+          // Both members are fine with others: the pair's own path (a slow
+          // link between them) or noise. Nobody is named.
+          figures_.add_cleared_pairs(absl::StrFormat("%d-%d", a, b));
+          cleared.push_back(absl::StrFormat(
+              "pair %d-%d (%.2fx the median pair; each member alone %.2fx "
+              "and %.2fx)",
+              a, b, ref > 0 ? PairGbps(i) / ref : 0,
+              ref > 0 ? results_[2 * i] / ref : 0,
+              ref > 0 ? results_[2 * i + 1] / ref : 0));
+        }
+      }
+      figures_.set_pair_runs(figures_.tests_size());
+      cleared_text_ =
+          cleared.empty()
+              ? ""
+              : absl::StrFormat(
+                    "; cleared %s: a slow link between them or noise",
+                    absl::StrJoin(cleared, ", "));
+      if (figures_.slow().empty()) {
+        figures_.set_verdict(
+            absl::StrFormat("no slow member after %d pair tests%s",
+                            figures_.pair_runs(), cleared_text_));
+        phase_ = 3;
+        break;
       }
       phase_ = 2;
       queue_.clear();
       results_.clear();
       next_ = 0;
-      const int other = good_.size() > 1 ? good_[1] : good_[0];
-      for (int s : figures_.slow()) queue_.push_back({s, other, "confirm"});
-      figures_.set_pair_runs(figures_.tests_size());
+      // The re-test pairs each named member with a good member other than
+      // the one its split test used, where there is one.
+      for (int m : figures_.slow()) {
+        int split_partner = -1;
+        for (const auto& t : figures_.tests())
+          if (t.phase() == "split" && t.a() == m) split_partner = t.b();
+        queue_.push_back({m, GoodPartner({m, split_partner}), "confirm"});
+      }
       continue;
     }
-    // phase 2: confirmations
+    // phase 2: confirmations, slow in the same sense as the split test.
     std::vector<std::string> named;
     for (size_t i = 0; i < queue_.size(); ++i) {
-      const bool confirmed = results_[i] < Midpoint(i);
+      const bool confirmed = results_[i] < limits_[i];
       figures_.add_confirmed(confirmed);
       named.push_back(
           absl::StrFormat("%d (%.2fx the median pair%s)", figures_.slow(i),
@@ -108,21 +138,37 @@ std::optional<SlowMemberSearch::Test> SlowMemberSearch::Next() {
                           confirmed ? ", confirmed" : ", NOT confirmed"));
     }
     figures_.set_verdict(absl::StrFormat(
-        "slow %s: %s, after %d pair tests and %d confirmation(s)",
+        "slow %s: %s, after %d pair tests and %d confirmation(s)%s",
         figures_.slow_size() == 1 ? "member" : "members",
-        absl::StrJoin(named, "; "), figures_.pair_runs(), queue_.size()));
+        absl::StrJoin(named, "; "), figures_.pair_runs(), queue_.size(),
+        cleared_text_));
     phase_ = 3;
   }
   if (phase_ >= 3) return std::nullopt;
   return queue_[next_];
 }
 
-double SlowMemberSearch::Midpoint(size_t suspect) const {
+int SlowMemberSearch::GoodPartner(std::initializer_list<int> avoid) const {
+  for (int g : good_)
+    if (std::find(avoid.begin(), avoid.end(), g) == avoid.end()) return g;
+  // Fewer good members than avoided ones: any good member but the first
+  // avoided (the member under test itself).
+  for (int g : good_)
+    if (g != *avoid.begin()) return g;
+  return good_.front();
+}
+
+double SlowMemberSearch::PairGbps(size_t suspect) const {
   const auto [a, b] = suspects_[suspect];
-  double pair = 0;
   for (const auto& t : figures_.tests())
-    if (t.phase() == "pairs" && t.a() == a && t.b() == b) pair = t.gbps();
-  return std::sqrt(std::max(pair, 0.0) * figures_.reference_gbps());
+    if (t.phase() == "pairs" && t.a() == a && t.b() == b) return t.gbps();
+  return 0;
+}
+
+double SlowMemberSearch::SlowLimit(size_t suspect) const {
+  const double ref = figures_.reference_gbps();
+  return std::min(ratio_ * ref,
+                  std::sqrt(std::max(PairGbps(suspect), 0.0) * ref));
 }
 
 void SlowMemberSearch::Record(double gbps) {

@@ -4,13 +4,16 @@
 //  1. "pairs": disjoint pairs (0,1), (2,3), ...; an odd last member pairs
 //     with member 0. The reference is the median of these bandwidths; a
 //     pair below slow_ratio x reference is a suspect.
-//  2. "split": per suspect pair (a, b), a against a member g of a good pair:
-//     slow means a, otherwise b. Slow here: below the geometric midpoint of
-//     the suspect pair's bandwidth and the reference (the test looks more
-//     like the suspect pair than like the others).
-//  3. "confirm": the named member against another good member; a re-test
-//     that is slow in the same sense confirms it.
-// Among 8 members with one slow: 4 + 1 tests and 1 confirmation. The
+//  2. "split": per suspect pair (a, b), a and b each against a member g of
+//     a good pair. A member is slow when its test is below the limit: the
+//     geometric midpoint of the suspect pair's bandwidth and the reference
+//     (the test looks more like the suspect pair than like the others), and
+//     never above slow_ratio x reference. Both may be slow; when neither is,
+//     the pair is "cleared": the path between the two (a slow link), or a
+//     noisy first test. No member is named on the pair test alone.
+//  3. "confirm": each named member against another good member; a re-test
+//     below the same limit confirms it.
+// Among 8 members with one slow: 4 + 2 tests and 1 confirmation. The
 // reference is the median pair, so when most pairs are slow the slow speed
 // is the reference and nobody is named: the finder looks for the few
 // members unlike the rest. The caller runs each pair and feeds back its GB/s
@@ -18,6 +21,7 @@
 #ifndef RINGMASTER_CORE_FIND_SLOW_H_
 #define RINGMASTER_CORE_FIND_SLOW_H_
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -45,9 +49,14 @@ class SlowMemberSearch {
 
  private:
   void Plan();  // queue the next phase's tests
-  // sqrt(suspect pair's GB/s x reference): what "slow" means after the
-  // first round, for suspect pair `suspect`.
-  double Midpoint(size_t suspect) const;
+  // The first good member not in `avoid` (its first entry: the member to
+  // be tested, never paired with itself).
+  int GoodPartner(std::initializer_list<int> avoid) const;
+  // The first-round GB/s of suspect pair `suspect`.
+  double PairGbps(size_t suspect) const;
+  // What "slow" means after the first round for a member of suspect pair
+  // `suspect`: min(sqrt(pair GB/s x reference), slow_ratio x reference).
+  double SlowLimit(size_t suspect) const;
   int n_;
   double ratio_;
   int phase_ = 0;  // 0 pairs, 1 split, 2 confirm, 3 done
@@ -55,7 +64,9 @@ class SlowMemberSearch {
   size_t next_ = 0;
   std::vector<double> results_;  // per queued test of this phase
   std::vector<std::pair<int, int>> suspects_;
-  std::vector<int> good_;  // members of pairs above the threshold
+  std::vector<int> good_;       // members of pairs above the threshold
+  std::vector<double> limits_;  // per named member: its SlowLimit
+  std::string cleared_text_;    // the verdict's account of cleared pairs
   v1::FindSlowFigures figures_;
 };
 

@@ -159,6 +159,34 @@ rules:
                         "checks (6 of its 6 pair checks failed)"));
 }
 
+TEST(Verdict, ASlowRankCannotDragThePairFleetMedianToItsSpeed) {
+  // Among 4 ranks half the ordered pairs have rank 2: at 0.65x the plain
+  // median of the 12 pairs would be 247.5 and pass them all (floor 185.6).
+  // The pairs' fleet median is the median over ranks of each rank's
+  // median pair: 300.
+  Rules rules = MustParse(R"(
+rules:
+  - {name: pairs, match: {bench: p2p}, fleet_within: 25%}
+)");
+  std::vector<v1::Result> results;
+  for (int a = 0; a < 4; ++a) {
+    for (int b = 0; b < 4; ++b) {
+      if (a != b)
+        results.push_back(Pair(a, b, a == 2 || b == 2 ? 195 : 300, 0));
+    }
+  }
+  VerdictReport v = Evaluate(rules, results, {});
+  EXPECT_EQ(v.Failed(), 6);
+  for (const Finding& f : v.findings) {
+    EXPECT_THAT(f.expected, HasSubstr("fleet median 300"));
+    const bool with2 = f.ranks[0] == 2 || f.ranks[1] == 2;
+    EXPECT_EQ(f.pass, !with2) << f.subject;
+  }
+  std::vector<Suspect> s = PairSuspects(v);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].rank, 2);
+}
+
 TEST(Verdict, FailedResultsFailTheirRankAndUnmatchedRulesFailTheVerdict) {
   Rules rules = MustParse(R"(
 rules:

@@ -2,7 +2,7 @@
 # References and rules (issue 9): `ringmaster verdict` on host-backend runs
 # of tests/plans/verdict.yaml (4 ranks) with rules/host-fleet.yaml.
 #  1. A normal run passes every check (exit 0).
-#  2. With rank 2 slowed 2x (RINGMASTER_FAULT slow:rank=2:factor=2) the
+#  2. With rank 2 slowed 3x (RINGMASTER_FAULT slow:rank=2:factor=3) the
 #     verdict fails (exit 1): rank 2's GEMM and copy fail the fleet rule,
 #     only pairs with rank 2 fail, rank 2 is the one suspect, and its node
 #     fails; the JSON view says the same.
@@ -25,7 +25,7 @@ run() {  # out [fault]
     { cat "$work/$1.log"; fail "run $1 did not succeed"; }
 }
 run normal
-run slow "slow:rank=2:factor=2"
+run slow "slow:rank=2:factor=3"
 
 code=0
 "$bin/ringmaster" verdict "$work/normal" --rules "$rules" > "$work/v-normal.txt" || code=$?
@@ -79,5 +79,5 @@ echo "$msg"
 [[ $msg == *"bad.yaml:2: rules[0].fleet_within: expected a share"* ]] || fail "bad rules message"
 
 slow_failed=$(grep -c "^ FAIL" "$work/v-slow.txt" || true)
-echo "FIGURE Verdict normal run: $normal_checks checks, all passed; rank 2 slowed 2x: $slow_failed failed checks, all about rank 2, the one suspect; baseline rule: rank 2 only; bad rules file: exit 2 with file:line => $([ $status -eq 0 ] && echo PASS || echo FAIL)"
+echo "FIGURE Verdict normal run: $normal_checks checks, all passed; rank 2 slowed 3x: $slow_failed failed checks, all about rank 2, the one suspect; baseline rule: rank 2 only; bad rules file: exit 2 with file:line => $([ $status -eq 0 ] && echo PASS || echo FAIL)"
 exit $status
