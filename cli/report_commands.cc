@@ -165,6 +165,7 @@ int CompareCommand(const CompareCommandOptions& o) {
     out["summary"]["new_runs"] = summary.new_runs;
     out["summary"]["machine_change"] = summary.machine_change;
     out["summary"]["machine_p"] = summary.machine_p;
+    out["summary"]["paired"] = summary.paired;
     out["regressed"] = regressed;
     std::cout << out.dump(1) << "\n";
     return regressed ? kExitJobFailed : kExitOk;
@@ -202,10 +203,13 @@ int CompareCommand(const CompareCommandOptions& o) {
       summary.median_change * 100, summary.metrics, summary.slower,
       summary.faster, summary.p_value,
       summary.machine_p >= 0
-          ? absl::StrFormat("; runs %d -> %d, machine factor %+.1f%% (t test "
-                            "p %.2g)",
-                            summary.base_runs, summary.new_runs,
-                            summary.machine_change * 100, summary.machine_p)
+          ? absl::StrFormat(
+                "; runs %d -> %d, machine factor %+.1f%% (%s "
+                "p %.2g)",
+                summary.base_runs, summary.new_runs,
+                summary.machine_change * 100,
+                summary.paired ? "interleaved runs, paired t test" : "t test",
+                summary.machine_p)
           : "",
       VerdictName(summary.verdict));
   std::cout << absl::StrFormat(

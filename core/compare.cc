@@ -241,7 +241,10 @@ std::vector<MetricComparison> CompareResults(
             (r.failure().detail().empty() ? "" : ": " + r.failure().detail());
         continue;
       }
-      const std::string run = absl::StrFormat("%s/%d", r.job_id(), r.attempt());
+      // Runs sort by their job's start (RFC 3339, so text order is time
+      // order) for the interleaved-runs pairing of SummarizeComparison.
+      const std::string run = absl::StrFormat(
+          "%s %s/%d", r.provenance().started_at(), r.job_id(), r.attempt());
       if (r.stats().samples_s_size() > 0) {
         s.samples.insert(s.samples.end(), r.stats().samples_s().begin(),
                          r.stats().samples_s().end());
@@ -372,6 +375,36 @@ std::vector<MetricComparison> CompareResults(
   return out;
 }
 
+namespace {
+
+// The per-pair differences (new - base) of the runs' machine factors when
+// the runs interleave: both sides have the same number of runs, every run
+// has a start time (run ids begin with it) and, in start order, each
+// consecutive two are one base and one new run. Otherwise nothing.
+std::vector<double> InterleavedDifferences(
+    const std::map<std::string, std::vector<double>>& base_f,
+    const std::map<std::string, std::vector<double>>& new_f) {
+  if (base_f.size() != new_f.size()) return {};
+  std::vector<std::pair<std::string, int>> order;  // run id, 0 base 1 new
+  for (const auto& [id, v] : base_f) order.emplace_back(id, 0);
+  for (const auto& [id, v] : new_f) order.emplace_back(id, 1);
+  for (const auto& [id, side] : order)
+    if (id.empty() || id[0] == ' ') return {};  // no start time
+  std::sort(order.begin(), order.end());
+  std::vector<double> d;
+  for (size_t i = 0; i + 1 < order.size(); i += 2) {
+    const auto& [x, sx] = order[i];
+    const auto& [y, sy] = order[i + 1];
+    if (sx == sy) return {};
+    const std::string& b = sx == 0 ? x : y;
+    const std::string& n = sx == 0 ? y : x;
+    d.push_back(Median(new_f.at(n)) - Median(base_f.at(b)));
+  }
+  return d;
+}
+
+}  // namespace
+
 CompareSummary SummarizeComparison(const std::vector<MetricComparison>& rows,
                                    const CompareOptions& o) {
   CompareSummary sum;
@@ -402,6 +435,26 @@ CompareSummary SummarizeComparison(const std::vector<MetricComparison>& rows,
   for (auto& [id, v] : new_f) fb.push_back(Median(v));
   sum.base_runs = static_cast<int>(fa.size());
   sum.new_runs = static_cast<int>(fb.size());
+  // Interleaved runs (base, new, base, new, ... in start order, as an A/B
+  // benchmark on a shared machine takes them): each new run against the
+  // base run beside it in time, a paired t test. The machine's drift moves
+  // both runs of a pair alike and cancels, so no floor is needed.
+  if (std::vector<double> d = InterleavedDifferences(base_f, new_f);
+      d.size() >= 3) {
+    const double md = Mean(d);
+    double ss = 0;
+    for (double x : d) ss += (x - md) * (x - md);
+    const int df = static_cast<int>(d.size()) - 1;
+    const double se = std::sqrt(ss / df / static_cast<double>(d.size()));
+    sum.paired = true;
+    sum.machine_change = std::exp(md) - 1;
+    sum.machine_p = se > 0 ? StudentTail(md / se, df) : (md == 0 ? 1.0 : 0.0);
+    if (std::abs(sum.machine_change) >= o.threshold &&
+        sum.machine_p < o.alpha) {
+      sum.verdict = md > 0 ? Verdict::kWorse : Verdict::kBetter;
+    }
+    return sum;
+  }
   if (fa.size() >= 2 && !fb.empty()) {
     // Pooled two-sample t test (one new run: a prediction interval).
     const double ma = Mean(fa), mb = Mean(fb);

@@ -17,7 +17,9 @@
 // test of the new runs' factors against the base runs' (the spread floored
 // by the metrics' median run-to-run spread: runs taken back to back miss
 // slower drift): "worse" when the factor moved by at least the threshold
-// with p < alpha (a shared machine's
+// with p < alpha. When the runs interleave in time (an A/B benchmark: base,
+// new, base, new, ...), a paired t test over neighbouring runs instead,
+// which cancels the drift (a shared machine's
 // speed drifts and moves every metric of a run together; only the run level
 // sees that as noise). With one base run: the median change over the
 // metrics and the Wilcoxon signed-rank test over their changes.
@@ -94,6 +96,9 @@ struct CompareSummary {
   int base_runs = 0, new_runs = 0;
   double machine_change = 0;  // exp(mean new factor - mean base factor) - 1
   double machine_p = -1;
+  // The runs interleave in time (base, new, base, new, ...; 3+ each): the
+  // test pairs each new run with the base run beside it (paired t test).
+  bool paired = false;
   Verdict verdict = Verdict::kSame;
 };
 CompareSummary SummarizeComparison(const std::vector<MetricComparison>& rows,

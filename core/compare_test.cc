@@ -7,6 +7,8 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+
 namespace ringmaster {
 namespace {
 
@@ -147,6 +149,69 @@ TEST(CompareResults, RunToRunNoiseFromRepeatedBaseRuns) {
   EXPECT_EQ(sum.verdict, Verdict::kWorse);
   EXPECT_NEAR(sum.median_change, 0.2, 0.08);
   EXPECT_EQ(sum.slower, 10);  // the sign test needs 8+ metrics at 0.01
+}
+
+TEST(CompareResults, InterleavedRunsArePairedAndCancelTheDrift) {
+  // A machine whose speed drifts by +-15% over the minutes: 8 base runs
+  // and 8 runs 10% slower, taken alternately, each pair in the same minute.
+  // Unpaired, the drift (sd ~0.1 across runs) hides the 10%; paired with
+  // the base run beside it, the drift cancels.
+  std::mt19937_64 rng(7);
+  auto run = [&](const std::string& job, const std::string& at, double factor) {
+    std::vector<v1::Result> out;
+    for (const char* spec : {"a", "b", "c", "d", "e", "f"}) {
+      v1::Result r =
+          Timed(spec, Noisy(1e-3 * factor, 0.005, 20, static_cast<int>(rng())));
+      r.set_job_id(job);
+      r.mutable_provenance()->set_started_at(at);
+      out.push_back(r);
+    }
+    return out;
+  };
+  const double drift[8] = {1.0, 1.15, 0.9, 1.1, 0.85, 1.05, 0.95, 1.2};
+  std::vector<v1::Result> base, slow;
+  for (int i = 0; i < 8; ++i) {
+    const std::string minute = absl::StrFormat("2026-12-01T10:%02d:", i);
+    auto b = run("b" + std::to_string(i), minute + "00Z", drift[i]);
+    auto n = run("n" + std::to_string(i), minute + "30Z", drift[i] * 1.1);
+    base.insert(base.end(), b.begin(), b.end());
+    slow.insert(slow.end(), n.begin(), n.end());
+  }
+  CompareSummary sum =
+      SummarizeComparison(CompareResults(base, slow, {}), CompareOptions{});
+  EXPECT_TRUE(sum.paired);
+  EXPECT_EQ(sum.verdict, Verdict::kWorse);
+  EXPECT_NEAR(sum.machine_change, 0.1, 0.01);
+  EXPECT_LT(sum.machine_p, 1e-6);
+  // The same runs without start times cannot be paired: the unpaired test
+  // sees the drift and says nothing.
+  for (auto* side : {&base, &slow})
+    for (auto& r : *side) r.mutable_provenance()->clear_started_at();
+  sum = SummarizeComparison(CompareResults(base, slow, {}), CompareOptions{});
+  EXPECT_FALSE(sum.paired);
+  EXPECT_EQ(sum.verdict, Verdict::kSame);
+  // Nor can runs that do not alternate (all base runs first): unpaired.
+  for (int i = 0; i < 8 * 6; ++i) {
+    base[i].mutable_provenance()->set_started_at(
+        absl::StrFormat("2026-12-01T10:%02d:00Z", i / 6));
+    slow[i].mutable_provenance()->set_started_at(
+        absl::StrFormat("2026-12-01T11:%02d:00Z", i / 6));
+  }
+  sum = SummarizeComparison(CompareResults(base, slow, {}), CompareOptions{});
+  EXPECT_FALSE(sum.paired);
+  // Equal speeds, interleaved: same.
+  std::vector<v1::Result> again;
+  for (int i = 0; i < 8; ++i) {
+    auto n = run("m" + std::to_string(i),
+                 absl::StrFormat("2026-12-01T10:%02d:30Z", i), drift[i]);
+    again.insert(again.end(), n.begin(), n.end());
+  }
+  for (int i = 0; i < 8 * 6; ++i)
+    base[i].mutable_provenance()->set_started_at(
+        absl::StrFormat("2026-12-01T10:%02d:00Z", i / 6));
+  sum = SummarizeComparison(CompareResults(base, again, {}), CompareOptions{});
+  EXPECT_TRUE(sum.paired);
+  EXPECT_EQ(sum.verdict, Verdict::kSame);
 }
 
 TEST(Wilcoxon, HandComputed) {

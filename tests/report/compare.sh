@@ -11,7 +11,9 @@
 #    slowed runs compared with the normal ones get the overall verdict
 #    "worse" (exit 1) every time. (This VM's speed drifts by several
 #    percent within a minute: single runs far apart cannot resolve 10%,
-#    interleaved repeats can, as any A/B benchmark on shared machines.)
+#    interleaved repeats can, as any A/B benchmark on shared machines;
+#    compare sees that the runs alternate and pairs each slowed run with
+#    the normal run beside it, which cancels the drift.)
 # Prints its figures as "figure" lines.
 #   tests/report/compare.sh BIN_DIR
 set -euo pipefail
@@ -66,6 +68,8 @@ for t in 1 2 3 4 5; do
   "$bin/ringmaster" compare "$work/trial$t/base" "$work/trial$t/slow" \
     > "$work/slow$t.txt" || code=$?
   tail -2 "$work/slow$t.txt"
+  grep -q "interleaved runs, paired t test" "$work/slow$t.txt" ||
+    fail "trial $t: the interleaved runs were not paired"
   if [ "$code" -eq 1 ] && grep -q -- "-> worse$" "$work/slow$t.txt"; then
     flagged=$((flagged + 1))
   fi
