@@ -6,7 +6,7 @@
 #    baseline (leave one out: a baseline spread over the same minutes sees
 #    the machine's drift, as a CI history of runs does): "same" for >= 95%
 #    of the metric comparisons;
-#  - 5 interleaved A/B trials: eight normal runs alternating with eight runs
+#  - 5 interleaved A/B trials: 12 normal runs alternating with 12 runs
 #    with every rank slowed by 10% (RINGMASTER_FAULT slow:factor=1.1); the
 #    slowed runs compared with the normal ones get the overall verdict
 #    "worse" (exit 1) every time. (This VM's speed drifts by several
@@ -60,7 +60,7 @@ python3 -c "import sys; sys.exit(0 if $same >= 0.95 * $total else 1)" ||
 
 flagged=0
 for t in 1 2 3 4 5; do
-  for j in 1 2 3 4 5 6 7 8; do
+  for j in $(seq 1 12); do
     run "$work/trial$t/base/run$j"
     run "$work/trial$t/slow/run$j" "slow:factor=1.1"
   done
