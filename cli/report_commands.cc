@@ -203,13 +203,14 @@ int CompareCommand(const CompareCommandOptions& o) {
       summary.median_change * 100, summary.metrics, summary.slower,
       summary.faster, summary.p_value,
       summary.machine_p >= 0
-          ? absl::StrFormat(
-                "; runs %d -> %d, machine factor %+.1f%% (%s "
-                "p %.2g)",
-                summary.base_runs, summary.new_runs,
-                summary.machine_change * 100,
-                summary.paired ? "interleaved runs, paired t test" : "t test",
-                summary.machine_p)
+          ? absl::StrFormat("; runs %d -> %d, machine factor %+.1f%% (%s "
+                            "p %.2g)",
+                            summary.base_runs, summary.new_runs,
+                            summary.machine_change * 100,
+                            summary.paired
+                                ? "interleaved runs, paired trimmed t test"
+                                : "t test",
+                            summary.machine_p)
           : "",
       VerdictName(summary.verdict));
   std::cout << absl::StrFormat(

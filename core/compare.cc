@@ -441,17 +441,31 @@ CompareSummary SummarizeComparison(const std::vector<MetricComparison>& rows,
   // both runs of a pair alike and cancels, so no floor is needed.
   if (std::vector<double> d = InterleavedDifferences(base_f, new_f);
       d.size() >= 3) {
-    const double md = Mean(d);
+    // A 20%-trimmed mean of the differences and the Tukey-McLaughlin t
+    // (winsorized deviation, h - 1 degrees of freedom, h the values kept):
+    // one run hit by a burst of the neighbours' load moves its pair's
+    // difference by tens of percent, which would swamp a plain t test's
+    // deviation (CI: +10.4% over 12 pairs, plain paired p 0.076).
+    std::sort(d.begin(), d.end());
+    const size_t n = d.size(), g = n / 5, h = n - 2 * g;
+    double tm = 0;
+    for (size_t i = g; i < n - g; ++i) tm += d[i];
+    tm /= static_cast<double>(h);
+    std::vector<double> w(d);
+    for (double& x : w) x = std::clamp(x, d[g], d[n - g - 1]);
+    const double wm = Mean(w);
     double ss = 0;
-    for (double x : d) ss += (x - md) * (x - md);
-    const int df = static_cast<int>(d.size()) - 1;
-    const double se = std::sqrt(ss / df / static_cast<double>(d.size()));
+    for (double x : w) ss += (x - wm) * (x - wm);
+    const double sw = std::sqrt(ss / static_cast<double>(n - 1));
+    const double se = sw / (static_cast<double>(h) / static_cast<double>(n) *
+                            std::sqrt(n * 1.0));
+    const int df = static_cast<int>(h) - 1;
     sum.paired = true;
-    sum.machine_change = std::exp(md) - 1;
-    sum.machine_p = se > 0 ? StudentTail(md / se, df) : (md == 0 ? 1.0 : 0.0);
+    sum.machine_change = std::exp(tm) - 1;
+    sum.machine_p = se > 0 ? StudentTail(tm / se, df) : (tm == 0 ? 1.0 : 0.0);
     if (std::abs(sum.machine_change) >= o.threshold &&
         sum.machine_p < o.alpha) {
-      sum.verdict = md > 0 ? Verdict::kWorse : Verdict::kBetter;
+      sum.verdict = tm > 0 ? Verdict::kWorse : Verdict::kBetter;
     }
     return sum;
   }

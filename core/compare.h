@@ -18,10 +18,10 @@
 // by the metrics' median run-to-run spread: runs taken back to back miss
 // slower drift): "worse" when the factor moved by at least the threshold
 // with p < alpha. When the runs interleave in time (an A/B benchmark: base,
-// new, base, new, ...), a paired t test over neighbouring runs instead,
-// which cancels the drift (a shared machine's
-// speed drifts and moves every metric of a run together; only the run level
-// sees that as noise). With one base run: the median change over the
+// new, base, new, ...), a paired (20%-trimmed) t test over neighbouring
+// runs instead, which cancels the drift (a shared machine's speed drifts
+// and moves every metric of a run together; only the run level sees that
+// as noise). With one base run: the median change over the
 // metrics and the Wilcoxon signed-rank test over their changes.
 // docs/report.md gives the reasons and the measured false-alarm rate.
 #ifndef RINGMASTER_CORE_COMPARE_H_
@@ -97,7 +97,7 @@ struct CompareSummary {
   double machine_change = 0;  // exp(mean new factor - mean base factor) - 1
   double machine_p = -1;
   // The runs interleave in time (base, new, base, new, ...; 3+ each): the
-  // test pairs each new run with the base run beside it (paired t test).
+  // test pairs each new run with the base run beside it (paired trimmed t).
   bool paired = false;
   Verdict verdict = Verdict::kSame;
 };

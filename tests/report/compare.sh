@@ -68,7 +68,7 @@ for t in 1 2 3 4 5; do
   "$bin/ringmaster" compare "$work/trial$t/base" "$work/trial$t/slow" \
     > "$work/slow$t.txt" || code=$?
   tail -2 "$work/slow$t.txt"
-  grep -q "interleaved runs, paired t test" "$work/slow$t.txt" ||
+  grep -q "interleaved runs, paired trimmed t test" "$work/slow$t.txt" ||
     fail "trial $t: the interleaved runs were not paired"
   if [ "$code" -eq 1 ] && grep -q -- "-> worse$" "$work/slow$t.txt"; then
     flagged=$((flagged + 1))
