@@ -484,8 +484,11 @@ VerdictReport Evaluate(const Rules& rules,
       for (const auto& [m, members] : groups) {
         // One value per subject (repeated runs: their median).
         std::map<std::string, std::vector<double>> per;
-        for (const Observation* o : members)
+        std::map<std::string, const Observation*> last;  // per subject
+        for (const Observation* o : members) {
           per[o->subject].push_back(o->value);
+          last[o->subject] = o;
+        }
         if (static_cast<int>(per.size()) < rule.fleet_min_members) {
           report.notes.push_back(absl::StrFormat(
               "rule %s: %s has %d member(s), fewer than %d; no fleet check",
@@ -502,9 +505,7 @@ VerdictReport Evaluate(const Rules& rules,
         std::map<int, std::vector<double>> by_rank;
         bool pairs = true;
         for (const auto& [s, v] : per) {
-          const Observation* o = nullptr;
-          for (const Observation* x : members)
-            if (x->subject == s) o = x;
+          const Observation* o = last.at(s);
           if (o->kind != SubjectKind::kPair || o->ranks.size() != 2) {
             pairs = false;
             break;
@@ -517,11 +518,7 @@ VerdictReport Evaluate(const Rules& rules,
           fleet = Median(rank_medians);
         }
         for (const auto& [s, v] : per) {
-          const Observation* first = nullptr;
-          for (const Observation* o : members) {
-            if (o->subject == s) first = o;
-          }
-          Observation o = *first;
+          Observation o = *last.at(s);
           o.value = Median(v);
           const auto [pass, expected] =
               Within(o, fleet, *rule.fleet_within, "fleet median");
