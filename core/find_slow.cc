@@ -46,6 +46,15 @@ std::optional<SlowMemberSearch::Test> SlowMemberSearch::Next() {
           good_.push_back(queue_[i].b);
         }
       }
+      // In an odd-sized group member 0 can be in a good pair and a
+      // suspect one: it is no good partner then.
+      std::vector<int> clean;
+      for (int g : good_) {
+        bool suspect = false;
+        for (const auto& [a, b] : suspects_) suspect |= (g == a || g == b);
+        if (!suspect) clean.push_back(g);
+      }
+      if (!clean.empty()) good_ = std::move(clean);
       figures_.set_pair_runs(figures_.tests_size());
       if (suspects_.empty()) {
         figures_.set_verdict(absl::StrFormat(
@@ -77,13 +86,23 @@ std::optional<SlowMemberSearch::Test> SlowMemberSearch::Next() {
       std::vector<std::string> cleared;
       for (size_t i = 0; i < suspects_.size(); ++i) {
         const auto [a, b] = suspects_[i];
-        const double limit = SlowLimit(i);
+        // The slower member alone explains the pair when it is below the
+        // threshold; the faster one must also look like the pair (the
+        // stricter limit) to be named as a second slow member.
+        const int slower = results_[2 * i + 1] < results_[2 * i] ? 1 : 0;
         bool any = false;
         for (int k = 0; k < 2; ++k) {
           const double bw = results_[2 * i + k];
+          const double limit = k == slower ? ratio_ * ref : SlowLimit(i);
+          const int member = k == 0 ? a : b;
           if (bw >= limit) continue;
           any = true;
-          figures_.add_slow(k == 0 ? a : b);
+          // In an odd-sized group member 0 sits in two first-round pairs:
+          // name it once.
+          if (std::find(figures_.slow().begin(), figures_.slow().end(),
+                        member) != figures_.slow().end())
+            continue;
+          figures_.add_slow(member);
           figures_.add_slow_ratios(ref > 0 ? bw / ref : 0);
           limits_.push_back(limit);
         }

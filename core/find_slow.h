@@ -5,14 +5,17 @@
 //     with member 0. The reference is the median of these bandwidths; a
 //     pair below slow_ratio x reference is a suspect.
 //  2. "split": per suspect pair (a, b), a and b each against a member g of
-//     a good pair. A member is slow when its test is below the limit: the
-//     geometric midpoint of the suspect pair's bandwidth and the reference
-//     (the test looks more like the suspect pair than like the others), and
-//     never above slow_ratio x reference. Both may be slow; when neither is,
+//     a good pair. The slower of the two is slow when its test is below
+//     slow_ratio x reference (it explains the pair). The faster one is
+//     slow too only below the stricter limit: the geometric midpoint of
+//     the suspect pair's bandwidth and the reference (its test looks more
+//     like the suspect pair than like the others), never above slow_ratio
+//     x reference. Both may be slow; when neither is,
 //     the pair is "cleared": the path between the two (a slow link), or a
 //     noisy first test. No member is named on the pair test alone.
 //  3. "confirm": each named member against another good member; a re-test
-//     below the same limit confirms it.
+//     below the same limit confirms it. A member in two suspect pairs
+//     (member 0 of an odd-sized group) is named and re-tested once.
 // Among 8 members with one slow: 4 + 2 tests and 1 confirmation. The
 // reference is the median pair, so when most pairs are slow the slow speed
 // is the reference and nobody is named: the finder looks for the few
@@ -65,7 +68,7 @@ class SlowMemberSearch {
   std::vector<double> results_;  // per queued test of this phase
   std::vector<std::pair<int, int>> suspects_;
   std::vector<int> good_;       // members of pairs above the threshold
-  std::vector<double> limits_;  // per named member: its SlowLimit
+  std::vector<double> limits_;  // per named member: the limit it was under
   std::string cleared_text_;    // the verdict's account of cleared pairs
   v1::FindSlowFigures figures_;
 };
