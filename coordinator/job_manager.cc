@@ -50,7 +50,9 @@ std::string NewJobId() {
 std::string NewToken() { return RandomHex(32); }
 
 std::string NowRfc3339() {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(),
+  // Milliseconds: compare pairs interleaved runs by their start order, and
+  // runs shorter than a second would tie at whole seconds.
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(),
                           absl::UTCTimeZone());
 }
 

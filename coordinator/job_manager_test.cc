@@ -1,5 +1,6 @@
 #include "coordinator/job_manager.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -127,6 +128,11 @@ TEST_F(JobManagerTest, ResultsAreStoredOnceAndStamped) {
   ASSERT_TRUE(stored.ok());
   ASSERT_EQ(stored->size(), 1u);
   EXPECT_EQ((*stored)[0].provenance().command_line_size(), 2);
+  // The start time has milliseconds (compare orders runs by it).
+  EXPECT_THAT((*stored)[0].provenance().started_at(),
+              testing::MatchesRegex(
+                  "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
+                  "\\.[0-9]{3}Z"));
   auto ev = manager_->NextEvent(absl::ZeroDuration());
   ASSERT_TRUE(ev.has_value());
   EXPECT_EQ(ev->type, JobEvent::Type::kResult);
