@@ -772,8 +772,8 @@ TEST(R10_hostile_traffic, NoCrashProperCodesAndNormalJobStillSucceeds) {
         if (!st.ok()) {
           std::lock_guard<std::mutex> lock(err_mu);
           if (first_err.empty())
-            first_err = absl::StrFormat("%d %s (heartbeat %d)",
-                                        st.error_code(), st.error_message(), i);
+            first_err = absl::StrFormat("%d %s (heartbeat %d)", st.error_code(),
+                                        st.error_message(), i);
         }
       }
     });
@@ -798,8 +798,7 @@ TEST(R10_hostile_traffic, NoCrashProperCodesAndNormalJobStillSucceeds) {
              second.accepted(), second.duplicates(), flood_ok.load(),
              flood_err.load(),
              first_err.empty() ? "" : " (first: code " + first_err + ")",
-             rss_after - rss_before,
-             v1::JobState_Name(done.state())),
+             rss_after - rss_before, v1::JobState_Name(done.state())),
          pass);
   EXPECT_TRUE(serve.alive());
   EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
