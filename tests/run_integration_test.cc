@@ -678,6 +678,10 @@ cases:
 // nobody. Precision and recall over both runs 1.0. (A rank that is merely
 // slow inside synchronous collectives cannot be told from its own times:
 // every rank waits for it, so all ranks' times are equal; pair tests can.)
+// slow_ratio 0.6, as tests/plans/find-slow.yaml: 16 ranks on 2 shared
+// cores make single pair tests noisy, and at the default 0.8 a CI run had
+// two healthy pairs among the suspects (14 pair tests of the 15 allowed);
+// the 3x rank's pairs test far below 0.6.
 class R7_bad_node : public RunTest {};
 
 TEST_F(R7_bad_node, NamedAmongSixteenWithPrecisionAndRecallOne) {
@@ -685,6 +689,7 @@ TEST_F(R7_bad_node, NamedAmongSixteenWithPrecisionAndRecallOne) {
   std::ofstream(plan) << R"(name: r7
 cases:
   - {name: find_slow, bench: find_slow, backend: host, sizes: [1MiB],
+     slow_ratio: 0.6,
      timing: {warmup: 1, iters: 4, min_samples: 5, max_samples: 7}}
 )";
   auto finder = [&](const std::string& out, const std::string& fault,
