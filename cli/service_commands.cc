@@ -264,15 +264,11 @@ int SubmitCommand(const ClientOptions& o, const SubmitOptions& s) {
   auto c = Connect(o, &code);
   if (!c) return code;
   v1::SubmitPlanResponse resp;
-  grpc::Status st;
-  // Retrying with the same request id cannot create a second job.
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    grpc::ClientContext ctx;
-    c->Prepare(&ctx);
-    st = c->stub->SubmitPlan(&ctx, req, &resp);
-    if (st.error_code() != grpc::StatusCode::UNAVAILABLE) break;
-    absl::SleepFor(absl::Milliseconds(200 << attempt));
-  }
+  // The channel retries UNAVAILABLE (worker/channel.cc); the request id
+  // makes a repeat return the first job.
+  grpc::ClientContext ctx;
+  c->Prepare(&ctx);
+  grpc::Status st = c->stub->SubmitPlan(&ctx, req, &resp);
   if (!st.ok()) return Fail(st, "submit " + s.plan_path);
   const v1::Job& j = resp.job();
   if (o.json) {

@@ -1,7 +1,12 @@
 #include "coordinator/server.h"
 
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+
+#include "ringmaster/v1/coordinator.grpc.pb.h"
+#include "worker/channel.h"
 #include "worker/coordinator_client.h"
 
 namespace ringmaster {
@@ -75,6 +80,91 @@ TEST_F(ServerTest, UnknownJobIsNotFound) {
   v1::HeartbeatRequest hb;
   hb.set_job_id("nope");
   EXPECT_EQ(client->Heartbeat(hb).status().code(), absl::StatusCode::kNotFound);
+}
+
+// A coordinator that is unavailable for its first `failures` calls of each
+// method, then answers.
+class FlakyCoordinator final : public v1::Coordinator::Service {
+ public:
+  explicit FlakyCoordinator(int failures) : failures_(failures) {}
+  grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* req,
+                      v1::GetJobResponse* resp) override {
+    if (get_job_calls.fetch_add(1) < failures_)
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
+    resp->mutable_job()->set_job_id(req->job_id());
+    return grpc::Status::OK;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*,
+                         v1::HeartbeatResponse*) override {
+    if (heartbeat_calls.fetch_add(1) < failures_)
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
+    return grpc::Status::OK;
+  }
+  std::atomic<int> get_job_calls{0};
+  std::atomic<int> heartbeat_calls{0};
+
+ private:
+  const int failures_;
+};
+
+struct FlakyServer {
+  explicit FlakyServer(int failures) : service(failures) {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(&service);
+    server = b.BuildAndStart();
+  }
+  ~FlakyServer() { server->Shutdown(); }
+  FlakyCoordinator service;
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
+};
+
+TEST(CoordinatorChannel, IdempotentReadsRetryUnavailable) {
+  FlakyServer fake(/*failures=*/2);
+  ASSERT_GT(fake.port, 0);
+  auto channel = MakeCoordinatorChannel(
+      "127.0.0.1:" + std::to_string(fake.port), TlsFiles{});
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  auto stub = v1::Coordinator::NewStub(*channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::GetJobRequest req;
+  req.set_job_id("j1");
+  v1::GetJobResponse resp;
+  grpc::Status st = stub->GetJob(&ctx, req, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(resp.job().job_id(), "j1");
+  EXPECT_EQ(fake.service.get_job_calls.load(), 3);
+}
+
+TEST(CoordinatorChannel, RetriesGiveUpAfterFiveAttempts) {
+  FlakyServer fake(/*failures=*/100);
+  auto channel = MakeCoordinatorChannel(
+      "127.0.0.1:" + std::to_string(fake.port), TlsFiles{});
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  auto stub = v1::Coordinator::NewStub(*channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::GetJobResponse resp;
+  grpc::Status st = stub->GetJob(&ctx, v1::GetJobRequest(), &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(fake.service.get_job_calls.load(), 5);
+}
+
+TEST(CoordinatorChannel, HeartbeatsAreNotRetriedByTheChannel) {
+  // The worker's client owns their retries and deadlines.
+  FlakyServer fake(/*failures=*/1);
+  auto channel = MakeCoordinatorChannel(
+      "127.0.0.1:" + std::to_string(fake.port), TlsFiles{});
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  auto stub = v1::Coordinator::NewStub(*channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::HeartbeatResponse resp;
+  grpc::Status st = stub->Heartbeat(&ctx, v1::HeartbeatRequest(), &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(fake.service.heartbeat_calls.load(), 1);
 }
 
 TEST(CoordinatorServerStart, RefusesNonLoopbackWithoutTls) {
