@@ -9,10 +9,11 @@
 
 namespace ringmaster {
 
-SlowMemberSearch::SlowMemberSearch(int members, double slow_ratio)
-    : n_(members), ratio_(slow_ratio) {
+SlowMemberSearch::SlowMemberSearch(int members, double slow_ratio, int repeat)
+    : n_(members), ratio_(slow_ratio), repeat_(std::max(repeat, 1)) {
   figures_.set_member_count(members);
   figures_.set_slow_ratio(slow_ratio);
+  figures_.set_repeat(repeat_);
   Plan();
 }
 
@@ -125,6 +126,10 @@ std::optional<SlowMemberSearch::Test> SlowMemberSearch::Next() {
               : absl::StrFormat(
                     "; cleared %s: a slow link between them or noise",
                     absl::StrJoin(cleared, ", "));
+      if (repeat_ > 1) {
+        cleared_text_ += absl::StrFormat(
+            "; split and confirmation tests: median of %d runs", repeat_);
+      }
       if (figures_.slow().empty()) {
         figures_.set_verdict(
             absl::StrFormat("no slow member after %d pair tests%s",
@@ -192,13 +197,17 @@ double SlowMemberSearch::SlowLimit(size_t suspect) const {
 
 void SlowMemberSearch::Record(double gbps) {
   if (phase_ >= 3 || next_ >= queue_.size()) return;
-  const Test& t = queue_[next_++];
+  const Test& t = queue_[next_];
   v1::PairTest* pt = figures_.add_tests();
   pt->set_a(t.a);
   pt->set_b(t.b);
   pt->set_gbps(gbps);
   pt->set_phase(t.phase);
-  results_.push_back(gbps);
+  runs_.push_back(gbps);
+  if (phase_ > 0 && static_cast<int>(runs_.size()) < repeat_) return;
+  results_.push_back(Median(runs_));
+  runs_.clear();
+  ++next_;
 }
 
 }  // namespace ringmaster

@@ -16,6 +16,10 @@
 //  3. "confirm": each named member against another good member; a re-test
 //     below the same limit confirms it. A member in two suspect pairs
 //     (member 0 of an odd-sized group) is named and re-tested once.
+// With `repeat` > 1 each split and confirmation test runs that many times
+// and the median decides (where pair tests are noisy: one unlucky run then
+// neither names a healthy member nor clears a slow one); the first round
+// runs once, since a suspect it flags by chance is cleared by the split.
 // Among 8 members with one slow: 4 + 2 tests and 1 confirmation. The
 // reference is the median pair, so when most pairs are slow the slow speed
 // is the reference and nobody is named: the finder looks for the few
@@ -36,7 +40,7 @@ namespace ringmaster {
 
 class SlowMemberSearch {
  public:
-  SlowMemberSearch(int members, double slow_ratio);
+  SlowMemberSearch(int members, double slow_ratio, int repeat = 1);
 
   // The next pair to test (and its phase), or nothing when done.
   struct Test {
@@ -44,7 +48,9 @@ class SlowMemberSearch {
     std::string phase;
   };
   std::optional<Test> Next();
-  // The bandwidth of the pair Next() returned (0: the pair failed).
+  // The bandwidth of the pair Next() returned (0: the pair failed). With
+  // `repeat` > 1 Next() returns a split or confirmation test again until it
+  // has that many runs.
   void Record(double gbps);
 
   // The figures so far (complete once Next() returned nothing).
@@ -62,7 +68,9 @@ class SlowMemberSearch {
   double SlowLimit(size_t suspect) const;
   int n_;
   double ratio_;
-  int phase_ = 0;  // 0 pairs, 1 split, 2 confirm, 3 done
+  int repeat_;
+  std::vector<double> runs_;  // of the current test
+  int phase_ = 0;             // 0 pairs, 1 split, 2 confirm, 3 done
   std::vector<Test> queue_;
   size_t next_ = 0;
   std::vector<double> results_;  // per queued test of this phase

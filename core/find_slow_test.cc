@@ -161,5 +161,71 @@ TEST(SlowMemberSearch, TooFewMembers) {
   EXPECT_FALSE(f.verdict().empty());
 }
 
+// Replays a fixed sequence of measured GB/s, one per run, in order.
+v1::FindSlowFigures Replay(int members, int repeat,
+                           const std::vector<double>& runs) {
+  SlowMemberSearch s(members, 0.6, repeat);
+  size_t i = 0;
+  while (auto t = s.Next()) {
+    if (i >= runs.size()) {
+      ADD_FAILURE() << "more runs asked for than replayed: " << t->phase;
+      break;
+    }
+    s.Record(runs[i++]);
+  }
+  EXPECT_EQ(i, runs.size()) << "fewer runs asked for than replayed";
+  return s.figures();
+}
+
+// 6 healthy members on a noisy host: pair 2-3 measures 0.5x once, and the
+// split test of member 2 is unlucky once (0.4x). One run per test names
+// member 2; the median of three runs does not.
+TEST(SlowMemberSearch, RepeatedSplitTestsDoNotNameAHealthyMemberOnOneBadRun) {
+  const std::vector<double> first_round = {10, 5, 10};
+  std::vector<double> once = first_round;
+  once.insert(once.end(), {4, 10, /*confirm*/ 4});
+  auto f1 = Replay(6, 1, once);
+  ASSERT_EQ(f1.slow_size(), 1);  // what one unlucky run does
+  EXPECT_EQ(f1.slow(0), 2);
+
+  std::vector<double> thrice = first_round;
+  thrice.insert(thrice.end(), {4, 9.5, 10.2, /*member 3*/ 10, 9.8, 10.1});
+  auto f3 = Replay(6, 3, thrice);
+  SCOPED_TRACE(f3.verdict());
+  EXPECT_EQ(f3.repeat(), 3);
+  EXPECT_EQ(f3.slow_size(), 0);
+  ASSERT_EQ(f3.cleared_pairs_size(), 1);
+  EXPECT_EQ(f3.cleared_pairs(0), "2-3");
+  EXPECT_EQ(f3.tests_size(), 9);  // every run is kept
+  EXPECT_EQ(f3.pair_runs(), 9);
+  EXPECT_NE(f3.verdict().find("median of 3 runs"), std::string::npos);
+}
+
+// A slow member stays named when one of its runs is lucky, and its
+// confirmation is a median too.
+TEST(SlowMemberSearch, RepeatedTestsStillNameASlowMemberWithOneLuckyRun) {
+  auto f = Replay(6, 3,
+                  {10, 4, 10,
+                   /*member 2*/ 4, 10, 4.2,
+                   /*member 3*/ 10, 9.9, 10.1,
+                   /*confirm 2*/ 9.8, 3.9, 4.1});
+  SCOPED_TRACE(f.verdict());
+  ASSERT_EQ(f.slow_size(), 1);
+  EXPECT_EQ(f.slow(0), 2);
+  EXPECT_NEAR(f.slow_ratios(0), 0.42, 1e-9);  // median 4.2 / reference 10
+  ASSERT_EQ(f.confirmed_size(), 1);
+  EXPECT_TRUE(f.confirmed(0));
+  EXPECT_EQ(f.tests_size(), 12);
+  EXPECT_EQ(f.pair_runs(), 9);
+}
+
+TEST(SlowMemberSearch, RepeatOneIsTheSingleRunSearch) {
+  std::vector<double> speed(8, 10.0);
+  speed[5] = 4.0;
+  auto f = Search(speed);
+  EXPECT_EQ(f.repeat(), 1);
+  EXPECT_EQ(f.tests_size(), 7);
+}
+
 }  // namespace
 }  // namespace ringmaster

@@ -39,11 +39,11 @@ constexpr std::array<const char*, 15> kTrainKeys = {
     "overlap",        "steps",      "check_steps", "scaling",
     "comm",           "mode",       "schedule",    "deferred_layers",
     "master_weights", "loss_scale", "gemm"};
-constexpr std::array<const char*, 21> kOtherCaseKeys = {
+constexpr std::array<const char*, 22> kOtherCaseKeys = {
     "name",   "collective", "sizes",   "dtypes",  "ops",    "placement",
     "root",   "verify",     "backend", "timing",  "ladder", "bench",
     "method", "direction",  "traffic", "pattern", "memory", "path",
-    "shapes", "slow_ratio", "members"};
+    "shapes", "slow_ratio", "members", "repeat"};
 template <size_t A, size_t B>
 constexpr std::array<const char*, A + B> Concat(
     const std::array<const char*, A>& a, const std::array<const char*, B>& b) {
@@ -567,9 +567,9 @@ class PlanParser {
       RM_RETURN_IF_ERROR(ParseBenchCase(node, get, &spec));
       return spec;
     }
-    std::vector<const char*> node_keys = {"method",  "direction",  "traffic",
-                                          "pattern", "memory",     "path",
-                                          "shapes",  "slow_ratio", "members"};
+    std::vector<const char*> node_keys = {
+        "method", "direction", "traffic",    "pattern", "memory",
+        "path",   "shapes",    "slow_ratio", "members", "repeat"};
     node_keys.insert(node_keys.end(), kTrainKeys.begin(), kTrainKeys.end());
     for (const char* key : node_keys) {
       YAML::Node n = get(key, &f);
@@ -826,9 +826,15 @@ class PlanParser {
         }
         spec->set_members(v);
       }
+      spec->set_repeat(1);
+      if (YAML::Node r = get("repeat", &f); r) {
+        RM_ASSIGN_OR_RETURN(int64_t v, Int(r, f, 1, 9));
+        spec->set_repeat(static_cast<int32_t>(v));
+      }
     } else {
       RM_RETURN_IF_ERROR(not_here("slow_ratio", "is not the bad-node finder"));
       RM_RETURN_IF_ERROR(not_here("members", "is not the bad-node finder"));
+      RM_RETURN_IF_ERROR(not_here("repeat", "is not the bad-node finder"));
     }
     // Methods: unspecified = the backend's own (ce or sm on GPUs, cpu on
     // the host backend).
@@ -1040,7 +1046,7 @@ class PlanParser {
     for (const char* key :
          {"collective", "ops", "placement", "root", "sizes", "method",
           "direction", "traffic", "pattern", "memory", "path", "shapes",
-          "slow_ratio", "members"}) {
+          "slow_ratio", "members", "repeat"}) {
       YAML::Node n = get(key, &f);
       if (n) return Error(n, f, "bench: train does not take this key");
     }

@@ -177,6 +177,14 @@ INSTANTIATE_TEST_SUITE_P(
                 "name: x\ncases:\n  - {name: a, collective: all_reduce, sizes: "
                 "8B, method: ce}\n",
                 "bad.yaml:3: cases[0].method:", "node benchmarks"},
+        BadPlan{"find_slow_repeat_zero",
+                "name: x\ncases:\n  - {name: a, bench: find_slow, sizes: 1MiB, "
+                "repeat: 0}\n",
+                "bad.yaml:3: cases[0].repeat:", "in [1, 9]"},
+        BadPlan{"repeat_on_p2p",
+                "name: x\ncases:\n  - {name: a, bench: p2p, sizes: 1MiB, "
+                "repeat: 3}\n",
+                "bad.yaml:3: cases[0].repeat:", "not the bad-node finder"},
         BadPlan{"bad_method",
                 "name: x\ncases:\n  - name: a\n    bench: p2p\n    sizes: 8B\n"
                 "    method: [ce, dma]\n",
@@ -362,6 +370,29 @@ cases:
   EXPECT_EQ(g.dtypes(0), v1::BFLOAT16);
   EXPECT_EQ(g.dtypes(1), v1::FLOAT8_E4M3);
   EXPECT_EQ(g.dtypes(2), v1::TFLOAT32);
+}
+
+TEST(ParsePlanYaml, FindSlowKeysReachEveryCase) {
+  auto plan = ParsePlanYaml(R"(name: x
+cases:
+  - {name: f, bench: find_slow, sizes: [1MiB, 4MiB], slow_ratio: 0.6, repeat: 3, members: nodes}
+  - {name: d, bench: find_slow, sizes: [1MiB]}
+)",
+                            "x.yaml");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->cases(0).repeat(), 3);
+  EXPECT_EQ(plan->cases(1).repeat(), 1);
+  EXPECT_DOUBLE_EQ(plan->cases(1).slow_ratio(), 0.8);
+  EXPECT_EQ(plan->cases(1).members(), "ranks");
+  auto cases = ExpandPlan(*plan, 1000, 4);
+  ASSERT_TRUE(cases.ok()) << cases.status();
+  ASSERT_EQ(cases->size(), 3u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ((*cases)[i].repeat(), 3);
+    EXPECT_DOUBLE_EQ((*cases)[i].slow_ratio(), 0.6);
+    EXPECT_EQ((*cases)[i].members(), "nodes");
+  }
+  EXPECT_EQ((*cases)[2].repeat(), 1);
 }
 
 TEST(ParsePlanYaml, TrainingCaseAndExpansion) {

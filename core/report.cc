@@ -183,9 +183,13 @@ void ConsoleReporter::FindSlowRows(const v1::Result& r) {
   const v1::FindSlowFigures& f = r.find_slow();
   out_ << absl::StrFormat(
       "#\n# %s: bad-node finder over %d %s, %s pairs (a pair below %.0f%% "
-      "of the median pair is a suspect)\n",
+      "of the median pair is a suspect%s)\n",
       r.case_().spec_name(), f.member_count(), f.members(),
-      FormatBytes(r.case_().size_bytes()), f.slow_ratio() * 100);
+      FormatBytes(r.case_().size_bytes()), f.slow_ratio() * 100,
+      f.repeat() > 1 ? absl::StrFormat("; split and confirmation tests run "
+                                       "%d times, the median decides",
+                                       f.repeat())
+                     : "");
   out_ << absl::StrFormat("#%-8s %5s %5s %10s %7s  %s\n", "phase", "a", "b",
                           "GB/s", "vs ref", "hosts");
   for (const auto& t : f.tests()) {

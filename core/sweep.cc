@@ -141,6 +141,7 @@ absl::Status ExpandBench(const v1::Plan& plan, const v1::CaseSpec& spec,
                     c.set_backend(spec.backend());
                     c.set_slow_ratio(spec.slow_ratio());
                     c.set_members(spec.members());
+                    c.set_repeat(spec.repeat());
                     cases->push_back(std::move(c));
                   }
                 }
