@@ -72,6 +72,14 @@ int main(int argc, char** argv) {
                 "channels, read from "
                 "NCCL's tuning log in a one-operation probe launch before the "
                 "measured one");
+  run->add_option("--rounds", run_opts.rounds,
+                  "Run the plan this many times, one job per variant in each "
+                  "round (variants A and B run A B A B ...): an interleaved "
+                  "A/B benchmark for `ringmaster compare OUT OUT "
+                  "--base-variant A --new-variant B`, or repeated runs of a "
+                  "plan without variants")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
 
   std::string validate_path;
   auto* validate = app.add_subcommand(
@@ -208,6 +216,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   compare->add_flag("--all", compare_opts.all,
                     "List unchanged measurements too");
+  compare->add_option("--base-variant", compare_opts.base_variant,
+                      "Only BASE's results of this variant (a plan's "
+                      "variants[].name), matched with NEW's by all else");
+  compare->add_option("--new-variant", compare_opts.new_variant,
+                      "Only NEW's results of this variant (BASE and NEW may "
+                      "be the same folder: ringmaster run --rounds N)");
 
   ringmaster::VerdictCommandOptions verdict_opts;
   auto* verdict = app.add_subcommand(

@@ -116,11 +116,38 @@ int ReportCommand(const ReportOptions& o) {
   return kExitOk;
 }
 
+// Keeps the results of `variant` (all when empty) and clears their variant,
+// so that one variant's measurements match another's. An error names the
+// variants there are.
+absl::Status KeepVariant(const std::string& variant, const std::string& where,
+                         std::vector<v1::Result>* results) {
+  if (variant.empty()) return absl::OkStatus();
+  std::set<std::string> seen;
+  std::vector<v1::Result> kept;
+  for (auto& r : *results) {
+    seen.insert(r.case_().variant().empty() ? "(none)" : r.case_().variant());
+    if (r.case_().variant() != variant) continue;
+    r.mutable_case_()->clear_variant();
+    kept.push_back(std::move(r));
+  }
+  if (kept.empty()) {
+    return absl::NotFoundError(
+        absl::StrFormat("%s: no results of variant %s (variants there: %s)",
+                        where, variant, absl::StrJoin(seen, ", ")));
+  }
+  *results = std::move(kept);
+  return absl::OkStatus();
+}
+
 int CompareCommand(const CompareCommandOptions& o) {
   auto base = LoadResults({o.base});
   if (!base.ok()) return Fail(std::string(base.status().message()));
   auto next = LoadResults({o.next});
   if (!next.ok()) return Fail(std::string(next.status().message()));
+  if (absl::Status s = KeepVariant(o.base_variant, o.base, &*base); !s.ok())
+    return Fail(std::string(s.message()));
+  if (absl::Status s = KeepVariant(o.new_variant, o.next, &*next); !s.ok())
+    return Fail(std::string(s.message()));
   if (base->empty() || next->empty())
     return Fail("no results on one side of the comparison");
   CompareOptions options;
@@ -137,6 +164,8 @@ int CompareCommand(const CompareCommandOptions& o) {
     nlohmann::json out;
     out["alpha"] = o.alpha;
     out["threshold"] = o.threshold;
+    if (!o.base_variant.empty()) out["base_variant"] = o.base_variant;
+    if (!o.new_variant.empty()) out["new_variant"] = o.new_variant;
     for (const auto& m : rows) {
       out["metrics"].push_back(
           {{"key", m.key},
@@ -176,7 +205,10 @@ int CompareCommand(const CompareCommandOptions& o) {
       "# ringmaster compare: %s (%d results, %d run(s)) -> %s (%d results); "
       "time per operation, lower is better\n# a change counts when "
       "|change| >= %.1f%% and %s\n",
-      o.base, base->size(), base_runs, o.next, next->size(), o.threshold * 100,
+      o.base + (o.base_variant.empty() ? "" : " [" + o.base_variant + "]"),
+      base->size(), base_runs,
+      o.next + (o.new_variant.empty() ? "" : " [" + o.new_variant + "]"),
+      next->size(), o.threshold * 100,
       base_runs >= 3
           ? absl::StrFormat("it is beyond the base runs' run-to-run noise "
                             "(two-sided p < %g)",

@@ -26,6 +26,9 @@ struct CompareCommandOptions {
   double threshold = 0.05;
   std::string format = "text";  // text or json
   bool all = false;             // list "same" metrics too
+  // Only results of these variants (empty: all); the variant then no
+  // longer tells measurements apart, so A's and B's match.
+  std::string base_variant, new_variant;
 };
 // Exit 0 when nothing got worse or failed, 1 when something did, 2 on bad
 // input.

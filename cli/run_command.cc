@@ -487,13 +487,24 @@ int RunCommand(const RunOptions& options,
       worker,    np,      worker_backend,
       plan_path, plan,    command_line};
 
-  // One job per interconnect variant (or one job when the plan has none).
+  // One job per interconnect variant (or one job when the plan has none),
+  // in each of the rounds: variants interleave in time (A B A B ...), so
+  // that compare pairs each B run with the A run beside it.
   std::vector<const v1::Variant*> variants;
   for (const auto& v : plan.variants()) variants.push_back(&v);
   if (variants.empty()) variants.push_back(nullptr);
+  const int rounds = std::max(options.rounds, 1);
+  std::vector<std::pair<int, const v1::Variant*>> jobs;
+  for (int round = 0; round < rounds; ++round)
+    for (const v1::Variant* v : variants) jobs.emplace_back(round, v);
   std::vector<v1::Result> all;
   bool failed = false, internal = false;
-  for (const v1::Variant* variant : variants) {
+  for (const auto& [round, variant] : jobs) {
+    if (rounds > 1) {
+      std::cerr << absl::StrFormat(
+          "ringmaster: round %d of %d%s\n", round + 1, rounds,
+          variant ? ", variant " + variant->name() : "");
+    }
     std::vector<v1::Case> vcases = cases;
     for (auto& c : vcases) {
       if (variant) {
@@ -503,7 +514,8 @@ int RunCommand(const RunOptions& options,
     }
     if (tuning_probe) {
       // One operation per case with NCCL's tuning log on; the measured job
-      // that follows runs without it.
+      // that follows runs without it. (Per job: the choices are kept for
+      // the variant probed last.)
       std::vector<v1::Case> probe_cases = vcases;
       for (auto& c : probe_cases) {
         v1::Timing* t = c.mutable_timing();

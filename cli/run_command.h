@@ -24,6 +24,9 @@ struct RunOptions {
   bool quiet = false;        // no launcher output echoed
   // Label results with NCCL's algorithm/protocol (a tuning probe launch).
   bool nccl_algorithms = false;
+  // Jobs per variant, interleaved: each round runs every variant once, so
+  // two variants run A B A B ... (an A/B benchmark for compare).
+  int rounds = 1;
 };
 
 // Exit codes of the `ringmaster` binary.

@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/launcher.h"
 #include "coordinator/store.h"
+#include "nlohmann/json.hpp"
 
 namespace ringmaster {
 namespace {
@@ -250,6 +251,53 @@ cases:
   EXPECT_THAT(o.out, HasSubstr("plain /100"));
   EXPECT_THAT(o.out, HasSubstr("noshm"));
   EXPECT_THAT(o.err, HasSubstr("variant noshm"));
+}
+
+// --rounds: variants interleave (a b a b a b) and compare judges b against
+// a from one folder, pairing each b run with the a run beside it.
+TEST_F(RunTest, RoundsInterleaveVariantsForAPairedCompare) {
+  std::ofstream(plan_) << R"(name: ab
+variants:
+  - {name: a}
+  - {name: b, env: {NCCL_DEBUG: WARN}}
+cases:
+  - {name: ag, collective: all_gather, sizes: [64KiB, 1MiB], placement: out_of_place,
+     timing: {min_samples: 3, max_samples: 5}}
+)";
+  std::string out = (dir_ / "results").string();
+  Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host",
+                             "--out", out, "--quiet", "--rounds", "3"});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  // The jobs in the order they ran.
+  std::vector<std::string> order;
+  static const std::regex kRound(R"(round (\d) of 3, variant (\w))");
+  for (auto it = std::sregex_iterator(o.err.begin(), o.err.end(), kRound);
+       it != std::sregex_iterator(); ++it)
+    order.push_back((*it)[1].str() + (*it)[2].str());
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"1a", "1b", "2a", "2b", "3a", "3b"}));
+  int jobs = 0;
+  for (const auto& e : fs::directory_iterator(out))
+    jobs += fs::exists(e.path() / "results.jsonl");
+  EXPECT_EQ(jobs, 6);
+
+  Outcome c = RunRingmaster({"compare", out, out, "--base-variant", "a",
+                             "--new-variant", "b", "--format", "json"});
+  ASSERT_NE(c.exit_code, 2) << c.err;
+  auto j = nlohmann::json::parse(c.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << c.out;
+  EXPECT_EQ(j["base_variant"], "a");
+  EXPECT_EQ(j["summary"]["base_runs"], 3);
+  EXPECT_EQ(j["summary"]["new_runs"], 3);
+  EXPECT_EQ(j["summary"]["paired"], true);
+  EXPECT_EQ(j["summary"]["metrics_timed"], 2);  // a's and b's matched
+  EXPECT_EQ(j["summary"].value("missing", 0), 0);
+
+  Outcome bad = RunRingmaster(
+      {"compare", out, out, "--base-variant", "a", "--new-variant", "c"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("no results of variant c (variants there: "
+                                 "a, b)"));
 }
 
 struct BadPlan {

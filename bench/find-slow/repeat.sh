@@ -39,12 +39,17 @@ for ((i = 0; i < spinners; i++)); do
   (while :; do :; done) &
   pids+=($!)
 done
-# Prints "slow_members confirmed pair_runs tests" of a run.
+# Prints "slow_members confirmed pair_runs tests" of a run ("error" when
+# the job left no result).
 figures() {
   python3 - "$1" << 'PY'
 import glob, json, sys
-r = json.loads(open(glob.glob(sys.argv[1] + "/*/results.jsonl")[0]).readline())
-f = r["find_slow"]
+try:
+  r = json.loads(open(glob.glob(sys.argv[1] + "/*/results.jsonl")[0]).readline())
+  f = r["find_slow"]
+except (IndexError, OSError, ValueError, KeyError):  # the job failed
+  print("error - 0 0")
+  sys.exit(0)
 print(",".join(map(str, f.get("slow", []))) or "-",
       ",".join("1" if c else "0" for c in f.get("confirmed", [])) or "-",
       f.get("pair_runs", 0), len(f.get("tests", [])))
@@ -60,7 +65,7 @@ for ((t = 0; t < trials; t++)); do
     out="$work/s$t-$r"
     RINGMASTER_FAULT="slow:rank=$slow:factor=4" "$bin/ringmaster" run \
       "$work/plan$r.yaml" --np 8 --quiet --out "$out" > /dev/null 2>&1 || true
-    read -r named conf runs all < <(figures "$out")
+    read -r named conf _ all < <(figures "$out")
     ok=0
     [ "$named" = "$slow" ] && [ "$conf" = "1" ] && ok=1
     # Healthy ranks named and confirmed: the false alarms that fail a job.
@@ -77,11 +82,11 @@ for ((t = 0; t < trials; t++)); do
     out="$work/n$t-$r"
     "$bin/ringmaster" run "$work/plan$r.yaml" --np 8 --quiet --out "$out" \
       > /dev/null 2>&1 || true
-    read -r named conf runs all < <(figures "$out")
+    read -r named conf _ all < <(figures "$out")
     nf=0
     IFS=, read -ra c_arr <<< "$conf"
     for c in "${c_arr[@]}"; do [ "$c" = "1" ] && nf=$((nf + 1)); done
-    [ "$nf" -eq 0 ] && clean[$r]=$((clean[$r] + 1))
+    [ "$nf" -eq 0 ] && [ "$named" != error ] && clean[$r]=$((clean[$r] + 1))
     wrong[$r]=$((wrong[$r] + nf))
     tests[$r]=$((tests[$r] + all))
     echo "trial $t repeat $r no slow rank: named $named (confirmed $conf), $all runs"
