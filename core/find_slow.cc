@@ -120,20 +120,20 @@ std::optional<SlowMemberSearch::Test> SlowMemberSearch::Next() {
         }
       }
       figures_.set_pair_runs(figures_.tests_size());
-      cleared_text_ =
+      verdict_tail_ =
           cleared.empty()
               ? ""
               : absl::StrFormat(
                     "; cleared %s: a slow link between them or noise",
                     absl::StrJoin(cleared, ", "));
       if (repeat_ > 1) {
-        cleared_text_ += absl::StrFormat(
+        verdict_tail_ += absl::StrFormat(
             "; split and confirmation tests: median of %d runs", repeat_);
       }
       if (figures_.slow().empty()) {
         figures_.set_verdict(
             absl::StrFormat("no slow member after %d pair tests%s",
-                            figures_.pair_runs(), cleared_text_));
+                            figures_.pair_runs(), verdict_tail_));
         phase_ = 3;
         break;
       }
@@ -165,7 +165,7 @@ std::optional<SlowMemberSearch::Test> SlowMemberSearch::Next() {
         "slow %s: %s, after %d pair tests and %d confirmation(s)%s",
         figures_.slow_size() == 1 ? "member" : "members",
         absl::StrJoin(named, "; "), figures_.pair_runs(), queue_.size(),
-        cleared_text_));
+        verdict_tail_));
     phase_ = 3;
   }
   if (phase_ >= 3) return std::nullopt;

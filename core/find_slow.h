@@ -77,7 +77,8 @@ class SlowMemberSearch {
   std::vector<std::pair<int, int>> suspects_;
   std::vector<int> good_;       // members of pairs above the threshold
   std::vector<double> limits_;  // per named member: the limit it was under
-  std::string cleared_text_;    // the verdict's account of cleared pairs
+  // The verdict's end: the cleared pairs and the runs per test.
+  std::string verdict_tail_;
   v1::FindSlowFigures figures_;
 };
 
