@@ -546,6 +546,21 @@ int RunCommand(const RunOptions& options,
   }
   (*server)->Shutdown();
   std::cout << RenderSummaries(all, variants.size() > 1);
+  if (rounds > 1) {
+    const std::string out = options.out_dir;
+    std::cerr << (variants.size() == 2 && variants[0] && variants[1]
+                      ? absl::StrFormat(
+                            "ringmaster: %d rounds in %s; judge %s against %s "
+                            "with: ringmaster compare %s %s --base-variant %s "
+                            "--new-variant %s\n",
+                            rounds, out, variants[1]->name(),
+                            variants[0]->name(), out, out, variants[0]->name(),
+                            variants[1]->name())
+                      : absl::StrFormat(
+                            "ringmaster: %d rounds in %s (%d jobs): a baseline "
+                            "for ringmaster compare %s NEW\n",
+                            rounds, out, jobs.size(), out));
+  }
   if (internal) return kExitInternal;
   return failed ? kExitJobFailed : kExitOk;
 }

@@ -11,6 +11,7 @@
 #include "core/metrics.h"
 #include "core/names.h"
 #include "core/report.h"
+#include "core/stats.h"
 #include "core/svg_plot.h"
 #include "core/topology.h"
 #include "core/training.h"
@@ -247,12 +248,18 @@ void Collectives(const std::vector<v1::Result>& results,
     std::vector<std::string> series_order;
     std::map<std::string, std::map<int64_t, double>> series;
     std::set<int64_t> sizes;
+    // Several runs of a point (a folder of repeated jobs, run --rounds):
+    // the median.
+    std::map<std::string, std::map<int64_t, std::vector<double>>> runs;
     for (const v1::Result* r : g.results) {
       std::string label = SeriesLabel(*r, vary);
-      if (!series.count(label)) series_order.push_back(label);
-      series[label][r->case_().size_bytes()] = r->busbw_gbps();
+      if (!runs.count(label)) series_order.push_back(label);
+      runs[label][r->case_().size_bytes()].push_back(r->busbw_gbps());
       sizes.insert(r->case_().size_bytes());
     }
+    for (const auto& [label, points] : runs)
+      for (const auto& [size, values] : points)
+        series[label][size] = Median(values);
     for (const auto& label : series_order) {
       LineSeries s;
       s.name = label;

@@ -6,9 +6,11 @@
 #include <map>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/names.h"
+#include "core/stats.h"
 #include "core/training.h"
 #include "core/units.h"
 
@@ -759,7 +761,9 @@ std::string RenderVariantComparison(const std::vector<v1::Result>& results) {
   std::vector<std::string> row_keys;
   std::map<std::string, const v1::Case*> row_case;
   std::map<std::string, int> row_nranks;
-  std::map<std::pair<std::string, std::string>, const v1::Result*> cell;
+  // Every run of a cell (ringmaster run --rounds): the median is shown.
+  std::map<std::pair<std::string, std::string>, std::vector<const v1::Result*>>
+      cell;
   std::map<std::string, double> ceilings;
   for (const auto& r : results) {
     const v1::Case& c = r.case_();
@@ -778,10 +782,13 @@ std::string RenderVariantComparison(const std::vector<v1::Result>& results) {
       row_case[key] = &c;
       row_nranks[key] = r.nranks();
     }
-    cell[{key, c.variant()}] = &r;
+    cell[{key, c.variant()}].push_back(&r);
   }
-  std::string out =
-      "# interconnect variants: busbw (GB/s) and % of each path's ceiling\n";
+  bool rounds = false;
+  for (const auto& [k, runs] : cell) rounds |= runs.size() > 1;
+  std::string out = absl::StrCat(
+      "# interconnect variants: busbw (GB/s) and % of each path's ceiling",
+      rounds ? "; the median of each variant's runs" : "", "\n");
   out += absl::StrFormat("#%-24s %12s %5s %5s %9s", "collective", "size (B)",
                          "place", "ranks", "mode");
   for (const auto& v : variants) {
@@ -803,15 +810,23 @@ std::string RenderVariantComparison(const std::vector<v1::Result>& results) {
       auto it = cell.find({key, v});
       std::string text = "-";
       if (it != cell.end()) {
-        const v1::Result& r = *it->second;
-        if (r.status() != v1::OK) {
+        std::vector<double> busbw, pct;
+        const v1::Result* failed = nullptr;
+        for (const v1::Result* r : it->second) {
+          if (r->status() != v1::OK) {
+            failed = r;
+            continue;
+          }
+          busbw.push_back(r->busbw_gbps());
+          pct.push_back(r->pct_of_ceiling());
+        }
+        if (failed) {
           text = std::string("FAILED ") +
-                 std::string(FailureReasonName(r.failure().reason()));
-        } else if (r.pct_of_ceiling() > 0) {
-          text = absl::StrFormat("%.2f (%5.1f%%)", r.busbw_gbps(),
-                                 r.pct_of_ceiling());
+                 std::string(FailureReasonName(failed->failure().reason()));
+        } else if (Median(pct) > 0) {
+          text = absl::StrFormat("%.2f (%5.1f%%)", Median(busbw), Median(pct));
         } else {
-          text = absl::StrFormat("%.2f", r.busbw_gbps());
+          text = absl::StrFormat("%.2f", Median(busbw));
         }
       }
       out += absl::StrFormat(" %20s", text);

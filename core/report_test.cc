@@ -1,5 +1,6 @@
 #include "core/report.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,8 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "core/html_report.h"
+
 namespace ringmaster {
 namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 #include "core/report_golden.inc"
 
@@ -105,6 +111,43 @@ TEST(RenderVariantComparison, Golden) {
   results[3].set_status(v1::FAILED);
   results[3].mutable_failure()->set_reason(v1::DEADLINE);
   EXPECT_EQ(RenderVariantComparison(results), kGoldenVariants);
+}
+
+// Three rounds of two variants (ringmaster run --rounds 3): each cell is
+// the median of its runs, and the header says so.
+TEST(RenderVariantComparison, RoundsShowTheMedianRun) {
+  std::vector<v1::Result> results;
+  for (double a : {300.0, 280.0, 310.0}) {
+    for (const char* variant : {"a", "b"}) {
+      v1::Result r = MakeResult(1048576, false, 1e-5);
+      r.mutable_case_()->set_variant(variant);
+      r.set_busbw_gbps(std::string(variant) == "a" ? a : a / 10);
+      results.push_back(r);
+    }
+  }
+  const std::string text = RenderVariantComparison(results);
+  EXPECT_THAT(text, HasSubstr("the median of each variant's runs"));
+  EXPECT_THAT(text, HasSubstr("300.00"));
+  EXPECT_THAT(text, HasSubstr("30.00"));
+  EXPECT_THAT(text, Not(HasSubstr("310.00")));  // not the last round's
+  // One failed run marks the cell.
+  results[5].set_status(v1::FAILED);
+  results[5].mutable_failure()->set_reason(v1::DEADLINE);
+  EXPECT_THAT(RenderVariantComparison(results), HasSubstr("FAILED"));
+}
+
+// A folder of repeated runs: each point of the busbw plot and its table is
+// the median of its runs, not the last one read.
+TEST(RenderHtmlReport, RepeatedRunsPlotTheirMedian) {
+  std::vector<v1::Result> results;
+  for (double bw : {111.1, 77.7, 133.3}) {
+    v1::Result r = MakeResult(1048576, false, 1e-5);
+    r.set_busbw_gbps(bw);
+    results.push_back(r);
+  }
+  const std::string html = RenderHtmlReport(results, HtmlReportOptions());
+  EXPECT_THAT(html, HasSubstr(">111.1<"));
+  EXPECT_THAT(html, Not(HasSubstr("133.3")));
 }
 
 TEST(JsonLinesReporter, OneObjectPerLineWithSnakeCaseFields) {
