@@ -115,6 +115,13 @@ struct FlakyServer {
     server = b.BuildAndStart();
   }
   ~FlakyServer() { server->Shutdown(); }
+  // A client through the channel every CLI command uses.
+  std::unique_ptr<v1::Coordinator::Stub> Client() {
+    auto channel =
+        MakeCoordinatorChannel("127.0.0.1:" + std::to_string(port), TlsFiles{});
+    EXPECT_TRUE(channel.ok()) << channel.status();
+    return channel.ok() ? v1::Coordinator::NewStub(*channel) : nullptr;
+  }
   FlakyCoordinator service;
   int port = 0;
   std::unique_ptr<grpc::Server> server;
@@ -122,11 +129,8 @@ struct FlakyServer {
 
 TEST(CoordinatorChannel, IdempotentReadsRetryUnavailable) {
   FlakyServer fake(/*failures=*/2);
-  ASSERT_GT(fake.port, 0);
-  auto channel = MakeCoordinatorChannel(
-      "127.0.0.1:" + std::to_string(fake.port), TlsFiles{});
-  ASSERT_TRUE(channel.ok()) << channel.status();
-  auto stub = v1::Coordinator::NewStub(*channel);
+  auto stub = fake.Client();
+  ASSERT_NE(stub, nullptr);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::GetJobRequest req;
@@ -140,10 +144,8 @@ TEST(CoordinatorChannel, IdempotentReadsRetryUnavailable) {
 
 TEST(CoordinatorChannel, RetriesGiveUpAfterFiveAttempts) {
   FlakyServer fake(/*failures=*/100);
-  auto channel = MakeCoordinatorChannel(
-      "127.0.0.1:" + std::to_string(fake.port), TlsFiles{});
-  ASSERT_TRUE(channel.ok()) << channel.status();
-  auto stub = v1::Coordinator::NewStub(*channel);
+  auto stub = fake.Client();
+  ASSERT_NE(stub, nullptr);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::GetJobResponse resp;
@@ -155,10 +157,8 @@ TEST(CoordinatorChannel, RetriesGiveUpAfterFiveAttempts) {
 TEST(CoordinatorChannel, HeartbeatsAreNotRetriedByTheChannel) {
   // The worker's client owns their retries and deadlines.
   FlakyServer fake(/*failures=*/1);
-  auto channel = MakeCoordinatorChannel(
-      "127.0.0.1:" + std::to_string(fake.port), TlsFiles{});
-  ASSERT_TRUE(channel.ok()) << channel.status();
-  auto stub = v1::Coordinator::NewStub(*channel);
+  auto stub = fake.Client();
+  ASSERT_NE(stub, nullptr);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::HeartbeatResponse resp;
