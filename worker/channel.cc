@@ -28,8 +28,9 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
 namespace {
 
 // Waits before the 2nd..5th attempt: random(0, 0.2 s), then up to 0.4, 0.8
-// and 1.6 s (gRPC's jittered exponential backoff), about 1.5 s in all on
-// average; a coordinator that stays down still fails the command fast.
+// and 1.6 s (gRPC's jittered exponential backoff). Measured: a coordinator
+// that comes up 0.7 s after `ringmaster status` starts is answered (6 of 6,
+// 1.3-1.7 s); one that stays down fails the command after 3.0-3.4 s.
 constexpr char kClientServiceConfig[] = R"json({
   "methodConfig": [{
     "name": [
@@ -66,8 +67,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeCoordinatorChannel(
   // fresh channel whose first connection attempt fails (seen 1 in 30 on a
   // loaded loopback) or a coordinator restarting. SubmitPlan carries a
   // request id, so a repeat cannot create a second job; CancelJob only sets
-  // a flag. Register, Heartbeat and ReportResults are left out: the
-  // worker's client retries them itself, with its own deadlines.
+  // a flag. Register, Heartbeat, Rendezvous and ReportResults are left
+  // out: the worker's client decides about those (reports retry for 60 s).
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 1);
   args.SetServiceConfigJSON(kClientServiceConfig);
   std::shared_ptr<grpc::ChannelCredentials> creds;
