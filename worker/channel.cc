@@ -28,9 +28,10 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
 namespace {
 
 // Waits before the 2nd..5th attempt: random(0, 0.2 s), then up to 0.4, 0.8
-// and 1.6 s (gRPC's jittered exponential backoff). Measured: a coordinator
-// that comes up 0.7 s after `ringmaster status` starts is answered (6 of 6,
-// 1.3-1.7 s); one that stays down fails the command after 3.0-3.4 s.
+// and 1.6 s (gRPC's jittered exponential backoff). Measured
+// (bench/results/cpu/client-retry.txt): a coordinator that comes up 0.7 s
+// after `ringmaster status` starts is answered in 1.3-1.6 s; one that stays
+// down fails the command after about 3 s.
 constexpr char kClientServiceConfig[] = R"json({
   "methodConfig": [{
     "name": [
