@@ -40,6 +40,7 @@ namespace ringmaster {
 
 class SlowMemberSearch {
  public:
+  // `repeat` below 1 (a case from before the key existed) counts as 1.
   SlowMemberSearch(int members, double slow_ratio, int repeat = 1);
 
   // The next pair to test (and its phase), or nothing when done.

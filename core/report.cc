@@ -823,8 +823,8 @@ std::string RenderVariantComparison(const std::vector<v1::Result>& results) {
         if (failed) {
           text = std::string("FAILED ") +
                  std::string(FailureReasonName(failed->failure().reason()));
-        } else if (Median(pct) > 0) {
-          text = absl::StrFormat("%.2f (%5.1f%%)", Median(busbw), Median(pct));
+        } else if (const double share = Median(pct); share > 0) {
+          text = absl::StrFormat("%.2f (%5.1f%%)", Median(busbw), share);
         } else {
           text = absl::StrFormat("%.2f", Median(busbw));
         }

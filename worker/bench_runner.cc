@@ -204,8 +204,7 @@ v1::Result RunFindSlow(const v1::Case& c, NodeBench& bench, Control& control,
     }
   }
   const double ratio = c.slow_ratio() > 0 ? c.slow_ratio() : 0.8;
-  SlowMemberSearch search(static_cast<int>(rep.size()), ratio,
-                          std::max(c.repeat(), 1));
+  SlowMemberSearch search(static_cast<int>(rep.size()), ratio, c.repeat());
   v1::Result result;
   *result.mutable_case_() = c;
   result.set_nranks(n);
