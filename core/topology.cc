@@ -141,9 +141,15 @@ v1::ModelParams EffectiveParams(const v1::Topology& t) {
   return m;
 }
 
-absl::StatusOr<Prediction> PredictCollective(const v1::Topology& t, int nodes,
-                                             v1::Collective c,
-                                             int64_t size_bytes) {
+namespace {
+
+// PredictCollective with the path ceilings and the effective parameters
+// already worked out: Calibrate evaluates millions of parameter sets
+// against the same topology and keeps both out of its loop.
+absl::StatusOr<Prediction> PredictWith(const v1::Topology& t,
+                                       const Ceilings& ceil,
+                                       const v1::ModelParams& m, int nodes,
+                                       v1::Collective c, int64_t size_bytes) {
   if (nodes < 1) return absl::InvalidArgumentError("nodes: expected >= 1");
   const int g = t.node().gpus();
   const int n = nodes * g;
@@ -154,8 +160,6 @@ absl::StatusOr<Prediction> PredictCollective(const v1::Topology& t, int nodes,
     p.bottleneck = "none";
     return p;  // one rank moves nothing
   }
-  const Ceilings ceil = PathCeilings(t);
-  const v1::ModelParams m = EffectiveParams(t);
   // The intra-node path of one GPU.
   const bool nvlink = ceil.nvlink_gbps > 0;
   double intra = nvlink ? ceil.nvlink_gbps * m.nvlink_efficiency()
@@ -226,6 +230,15 @@ absl::StatusOr<Prediction> PredictCollective(const v1::Topology& t, int nodes,
   best.algbw_gbps = size_bytes / best.time_s / 1e9;
   best.busbw_gbps = bus_bytes / best.time_s / 1e9;
   return best;
+}
+
+}  // namespace
+
+absl::StatusOr<Prediction> PredictCollective(const v1::Topology& t, int nodes,
+                                             v1::Collective c,
+                                             int64_t size_bytes) {
+  return PredictWith(t, PathCeilings(t), EffectiveParams(t), nodes, c,
+                     size_bytes);
 }
 
 absl::StatusOr<DpStepPrediction> PredictDpStep(const v1::Topology& t, int nodes,
@@ -325,23 +338,26 @@ absl::StatusOr<v1::ModelParams> Calibrate(
                : 0;
   // Grid search over (efficiency, step latency), minimizing the RMS
   // relative error of the model itself (protocol choice included).
-  v1::Topology trial = t;
+  // Every trial set starts from EffectiveParams(t) and keeps its fields
+  // positive, so it is already what PredictCollective would make of it.
+  const Ceilings ceil = PathCeilings(t);
   double best_err = std::numeric_limits<double>::infinity();
   v1::ModelParams best;
   auto error_of = [&](const v1::ModelParams& m) -> absl::StatusOr<double> {
-    *trial.mutable_model() = m;
     double sum = 0;
     for (const Measurement& p : use) {
-      auto pred = PredictCollective(trial, nodes, p.collective, p.size_bytes);
+      auto pred =
+          PredictWith(t, ceil, m, nodes, p.collective, p.size_bytes);
       if (!pred.ok()) return pred.status();
       const double rel = (pred->time_s - p.time_s) / p.time_s;
       sum += rel * rel;
     }
     return std::sqrt(sum / use.size());
   };
+  const v1::ModelParams start = EffectiveParams(t);
   auto with = [&](double eff, double step_us, double chunk_us,
                   double simple_base_us) {
-    v1::ModelParams m = EffectiveParams(t);
+    v1::ModelParams m = start;
     m.set_ll_max_bytes(ll_switch);
     m.set_simple_base_us(simple_base_us);
     if (net) {
