@@ -392,16 +392,27 @@ void NodeBenches(const std::vector<v1::Result>& results,
       rows[i].push_back(std::to_string(i));
       rows[i].resize(n + 1);
     }
+    // Repeated runs: a cell shows the median of its runs; a failed run
+    // marks it (as the text matrices do).
+    std::map<std::pair<int, int>, std::vector<double>> values;
+    std::set<std::pair<int, int>> failed, skipped;
     for (const v1::Result* r : v) {
       const int a = r->case_().src_rank(), b = r->case_().dst_rank();
       if (a < 0 || b < 0 || a >= n || b >= n) continue;
       if (r->status() == v1::OK) {
-        map.cells[a][b] = BenchValue(*r);
-        rows[a][b + 1] = Num(BenchValue(*r));
+        values[{a, b}].push_back(BenchValue(*r));
       } else {
-        rows[a][b + 1] = r->status() == v1::SKIPPED ? "n/a" : "FAIL";
+        (r->status() == v1::SKIPPED ? skipped : failed).insert({a, b});
       }
     }
+    for (const auto& [ab, runs] : values) {
+      if (failed.count(ab)) continue;
+      map.cells[ab.first][ab.second] = Median(runs);
+      rows[ab.first][ab.second + 1] = Num(Median(runs));
+    }
+    for (const auto& [a, b] : skipped)
+      if (!values.count({a, b})) rows[a][b + 1] = "n/a";
+    for (const auto& [a, b] : failed) rows[a][b + 1] = "FAIL";
     std::vector<std::string> header = {"src \\ dst"};
     for (int i = 0; i < n; ++i) header.push_back(std::to_string(i));
     Figure f = FigureOf(map);
@@ -434,6 +445,9 @@ void NodeBenches(const std::vector<v1::Result>& results,
     // the ranks together.
     std::vector<std::string> names;
     std::map<std::string, BarSeries> by_name;
+    // Repeated runs: each bar is the median of its runs (the table lists
+    // every run).
+    std::map<std::pair<std::string, size_t>, std::vector<double>> runs;
     std::vector<std::vector<std::string>> rows;
     for (const v1::Result* r : v) {
       if (r->status() != v1::OK) continue;
@@ -451,7 +465,8 @@ void NodeBenches(const std::vector<v1::Result>& results,
         it->second.values.assign(cats.size(), kNaN);
       }
       const size_t ci = cat_index[PointLabel(c)];
-      it->second.values[ci] = BenchValue(*r);
+      runs[{name, ci}].push_back(BenchValue(*r));
+      it->second.values[ci] = Median(runs[{name, ci}]);
       std::vector<std::string> per_rank;
       for (double b : r->rank_bandwidth_gbps())
         per_rank.push_back(b > 0 ? Num(b) : "-");
@@ -477,9 +492,11 @@ void Training(const std::vector<v1::Result>& results,
               std::vector<Figure>* figures) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const v1::Result*>> groups;
-  for (const auto& r : results) {
+  // Repeated runs count once, by the run with the median step.
+  for (const v1::Result* p : MedianTrainRuns(results)) {
+    const v1::Result& r = *p;
     const v1::Case& c = r.case_();
-    if (c.bench() != v1::BENCH_TRAIN || r.status() != v1::OK) continue;
+    if (r.status() != v1::OK) continue;
     std::string key = absl::StrFormat("%s: %s", c.spec_name(), BenchLabel(c));
     if (!c.variant().empty()) key += ", variant " + c.variant();
     if (!groups.count(key)) order.push_back(key);

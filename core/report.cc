@@ -377,12 +377,58 @@ void CsvReporter::Report(const v1::Result& r) {
 // from kGradientsUnderflowed).
 constexpr double kPartlyUnderflowed = 0.05;
 
-std::string RenderTrainScaling(const std::vector<v1::Result>& results) {
+std::vector<const v1::Result*> MedianTrainRuns(
+    const std::vector<v1::Result>& results, std::pair<size_t, size_t>* runs) {
+  auto key_of = [](const v1::Result& r) {
+    const v1::Case& c = r.case_();
+    return absl::StrFormat("%s|%s|%s|%d", c.spec_name(), BenchLabel(c),
+                           c.variant(), r.nranks());
+  };
+  std::map<std::string, std::vector<const v1::Result*>> groups;
+  for (const auto& r : results) {
+    if (r.case_().bench() == v1::BENCH_TRAIN && r.status() == v1::OK)
+      groups[key_of(r)].push_back(&r);
+  }
+  std::pair<size_t, size_t> unused;
+  if (runs == nullptr) runs = &unused;
+  *runs = {0, 0};
+  std::vector<const v1::Result*> out;
+  for (const auto& r : results) {
+    if (r.case_().bench() != v1::BENCH_TRAIN) continue;
+    if (r.status() != v1::OK) {
+      out.push_back(&r);
+      continue;
+    }
+    std::vector<const v1::Result*>& group = groups[key_of(r)];
+    if (group.front() != &r) continue;  // the group is placed at its first
+    runs->first =
+        runs->first == 0 ? group.size() : std::min(runs->first, group.size());
+    runs->second = std::max(runs->second, group.size());
+    std::vector<const v1::Result*> by_step = group;
+    std::stable_sort(by_step.begin(), by_step.end(),
+                     [](const v1::Result* a, const v1::Result* b) {
+                       return a->stats().median_s() < b->stats().median_s();
+                     });
+    out.push_back(by_step[(by_step.size() - 1) / 2]);
+  }
+  return out;
+}
+
+std::string RenderTrainScaling(const std::vector<v1::Result>& all) {
+  std::pair<size_t, size_t> runs;
+  const std::vector<const v1::Result*> results = MedianTrainRuns(all, &runs);
+  const std::string repeated =
+      runs.second <= 1 ? ""
+      : runs.first == runs.second
+          ? absl::StrFormat("; the median of %d runs", runs.second)
+          : absl::StrFormat("; the median of %d-%d runs", runs.first,
+                            runs.second);
   std::vector<std::string> order;
   std::map<std::string, std::vector<const v1::Result*>> rows;
-  for (const auto& r : results) {
+  for (const v1::Result* p : results) {
+    const v1::Result& r = *p;
     const v1::Case& c = r.case_();
-    if (c.bench() != v1::BENCH_TRAIN || r.status() != v1::OK) continue;
+    if (r.status() != v1::OK) continue;
     std::string key = absl::StrFormat("%s: %s", c.spec_name(), BenchLabel(c));
     if (!c.variant().empty()) key += ", variant " + c.variant();
     if (!rows.count(key)) order.push_back(key);
@@ -406,9 +452,9 @@ std::string RenderTrainScaling(const std::vector<v1::Result>& results) {
   };
   std::map<std::string, Fit> fits;
   std::vector<std::string> fit_order;
-  for (const auto& r : results) {
+  for (const v1::Result* p : results) {
+    const v1::Result& r = *p;
     const v1::Case& c = r.case_();
-    if (c.bench() != v1::BENCH_TRAIN) continue;
     const bool oom = r.status() == v1::SKIPPED &&
                      absl::StartsWith(r.failure().detail(), "out of memory");
     if (r.status() != v1::OK && !oom) continue;
@@ -438,9 +484,9 @@ std::string RenderTrainScaling(const std::vector<v1::Result>& results) {
     const bool strong = v.front()->case_().train().strong();
     const double t1 =
         v.front()->nranks() == 1 ? v.front()->stats().median_s() : 0;
-    out += absl::StrFormat("# scaling (%s): %s\n",
+    out += absl::StrFormat("# scaling (%s): %s%s\n",
                            strong ? "strong, E = T1/(n*Tn)" : "weak, E = T1/Tn",
-                           key);
+                           key, repeated);
     out += absl::StrFormat("#%5s %10s %8s %10s %10s %10s %8s %11s\n", "ranks",
                            "step (ms)", "E", "compute", "exposed", "skew",
                            "sum/step", "samples/s");
@@ -478,10 +524,10 @@ std::string RenderTrainScaling(const std::vector<v1::Result>& results) {
   // Gradient entries exactly zero after the last step: underflow (float16
   // without a large enough loss scale). Backward then multiplies zeros,
   // which draws less power and runs faster than training does.
-  for (const auto& r : results) {
+  for (const v1::Result* p : results) {
+    const v1::Result& r = *p;
     const double z = r.train().grad_zero_fraction();
-    if (r.case_().bench() != v1::BENCH_TRAIN || r.status() != v1::OK ||
-        z < kPartlyUnderflowed) {
+    if (r.status() != v1::OK || z < kPartlyUnderflowed) {
       continue;
     }
     const v1::Case& c = r.case_();
@@ -661,7 +707,8 @@ std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
     bool pairs = false;
     bool latency = false;
     int n = 0;
-    std::map<std::pair<int, int>, const v1::Result*> cells;
+    // Every run of a cell (run --rounds, or a report over several runs).
+    std::map<std::pair<int, int>, std::vector<const v1::Result*>> cells;
   };
   std::vector<std::string> order;
   std::map<std::string, Matrix> matrices;
@@ -690,7 +737,7 @@ std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
     int row = m.pairs ? c.src_rank() : -1;
     int col =
         m.pairs || c.pattern() == v1::ALL_TO_ONE ? c.dst_rank() : c.src_rank();
-    m.cells[{row, col}] = &r;
+    m.cells[{row, col}].push_back(&r);
   }
   if (order.empty()) return "";
   std::string out;
@@ -699,18 +746,24 @@ std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
   for (const auto& title : order) {
     const Matrix& m = matrices[title];
     bool any_run = false;
-    for (const auto& [pos, r] : m.cells)
-      any_run = any_run || r->status() != v1::SKIPPED;
+    size_t most_runs = 1;
+    for (const auto& [pos, runs] : m.cells) {
+      most_runs = std::max(most_runs, runs.size());
+      for (const v1::Result* r : runs)
+        any_run = any_run || r->status() != v1::SKIPPED;
+    }
     if (!any_run) {
-      for (const auto& [pos, r] : m.cells) ++skipped[r->failure().detail()];
+      for (const auto& [pos, runs] : m.cells)
+        ++skipped[runs.front()->failure().detail()];
       continue;
     }
     const bool gemm = title.find(": gemm") != std::string::npos;
     std::string unit = m.latency ? "ns" : (gemm ? "TFLOP/s" : "GB/s");
     out += absl::StrFormat(
-        "# %s (%s%s)\n", title, unit,
+        "# %s (%s%s%s)\n", title, unit,
         m.pairs ? "; rows: source rank, columns: destination rank"
-                : "; one column per rank");
+                : "; one column per rank",
+        most_runs > 1 ? "; the median of each cell's runs" : "");
     out += absl::StrFormat("%8s", m.pairs ? "src\\dst" : "");
     for (int col = 0; col < m.n; ++col) out += absl::StrFormat(" %10d", col);
     out += "\n";
@@ -727,15 +780,28 @@ std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
         auto it = m.cells.find({row, col});
         std::string text = m.pairs && row == col ? "-" : "";
         if (it != m.cells.end()) {
-          const v1::Result& r = *it->second;
-          if (r.status() == v1::OK) {
-            double v = m.latency ? r.latency_ns()
-                                 : (gemm ? r.tflops() : r.bandwidth_gbps());
+          // The median of the runs that measured; a failed run marks the
+          // cell (it is no measurement to take a median over).
+          std::vector<double> values;
+          const v1::Result* not_ok = nullptr;
+          for (const v1::Result* r : it->second) {
+            if (r->status() == v1::OK) {
+              values.push_back(
+                  m.latency ? r->latency_ns()
+                            : (gemm ? r->tflops() : r->bandwidth_gbps()));
+            } else if (not_ok == nullptr || r->status() != v1::SKIPPED) {
+              not_ok = r;
+            }
+          }
+          const bool failed = not_ok && not_ok->status() != v1::SKIPPED;
+          if (!failed && !values.empty()) {
+            const double v = Median(values);
             text = m.latency || v >= 100
                        ? absl::StrFormat("%.*f", m.latency ? 0 : 1, v)
                        : absl::StrFormat("%.3g", v);
           } else {
-            text = r.status() == v1::SKIPPED ? "n/a" : "FAIL";
+            const v1::Result& r = *not_ok;
+            text = failed ? "FAIL" : "n/a";
             std::string note =
                 absl::StrFormat("%s %s: %s", text, title, r.failure().detail());
             if (std::find(notes.begin(), notes.end(), note) == notes.end())

@@ -8,6 +8,7 @@
 
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ringmaster/v1/result.pb.h"
@@ -105,6 +106,16 @@ std::string RenderVariantComparison(const std::vector<v1::Result>& results);
 // Cells that were skipped show "n/a", failed ones "FAIL"; a legend line
 // gives their reasons. Empty when there are no node benchmark results.
 std::string RenderBenchMatrices(const std::vector<v1::Result>& results);
+
+// Training results (bench: train) with each configuration's repeated runs
+// (run --rounds, or a report over several runs) reduced to its median run:
+// the one with the median step time (the lower of the two middle ones), so
+// the breakdown shown belongs to the step shown, in the place of the
+// configuration's first run. Results that are not OK stay as they are.
+// `runs`, when given, gets the fewest and the most runs of a configuration.
+std::vector<const v1::Result*> MedianTrainRuns(
+    const std::vector<v1::Result>& results,
+    std::pair<size_t, size_t>* runs = nullptr);
 
 // Training results (bench: train) as scaling tables: per case and
 // configuration, one row per rank count with step time, efficiency against

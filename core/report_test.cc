@@ -236,6 +236,31 @@ TEST(RenderBenchMatrices, PairsAsSourceByDestinationWithSkipsExplained) {
   EXPECT_EQ(RenderBenchMatrices({collective}), "");
 }
 
+// Repeated runs of a plan (run --rounds, or a report over several runs):
+// each cell shows the median of its runs, not the last one read; a run
+// that failed marks its cell.
+TEST(RenderBenchMatrices, RepeatedRunsShowTheMedianAndAFailedRunMarksIt) {
+  std::vector<v1::Result> results;
+  for (double gbps : {390.0, 120.5, 396.0})  // the slow run read last-but-one
+    results.push_back(BenchResult(v1::PAIR, 0, 1, gbps));
+  for (double gbps : {395.0, 394.0}) {
+    results.push_back(BenchResult(v1::PAIR, 1, 0, gbps));
+  }
+  results.back().set_status(v1::FAILED);
+  results.back().mutable_failure()->set_detail("1 wrong element");
+  const std::string out = RenderBenchMatrices(results);
+  EXPECT_EQ(
+      out,
+      "# p2p_ce: p2p ce write uni pairs, 512 MiB (GB/s; rows: source "
+      "rank, columns: destination rank; the median of each cell's "
+      "runs)\n"
+      " src\\dst          0          1          2\n"
+      "       0          -      390.0          -\n"
+      "       1       FAIL          -          -\n"
+      "       2          -          -          -\n"
+      "# FAIL p2p_ce: p2p ce write uni pairs, 512 MiB: 1 wrong element\n");
+}
+
 TEST(ConsoleReporter, BenchRowsAndSkippedGroups) {
   std::ostringstream out;
   ConsoleReporter console(out);
@@ -418,6 +443,61 @@ TEST(RenderTrainScaling, BestPointAndMemoryLimitPerPrecision) {
   EXPECT_EQ(out.find("rank) float16"), std::string::npos) << out;
   EXPECT_EQ(out.find("# best throughput mlp (train, 1 rank): batch 1024"),
             std::string::npos);
+}
+
+// Repeated runs: one row per rank count, the run with the median step
+// (its breakdown with it), and the efficiency and the best throughput from
+// those runs, not from a lucky one.
+TEST(RenderTrainScaling, RepeatedRunsShowTheMedianRunPerRankCount) {
+  std::vector<v1::Result> results;
+  for (double step : {0.010, 0.011, 0.030}) {  // 1 rank
+    results.push_back(TrainPoint(v1::BFLOAT16, 1024, step));
+    results.back().mutable_train()->set_exposed_comm_s(step / 100);
+  }
+  for (double step : {0.040, 0.013, 0.012}) {  // 2 ranks
+    results.push_back(TrainPoint(v1::BFLOAT16, 1024, step));
+    results.back().set_nranks(2);
+    results.back().mutable_train()->set_exposed_comm_s(step / 100);
+  }
+  results[1].mutable_train()->set_exposed_comm_s(0.000123);  // the median
+  const std::string out = RenderTrainScaling(results);
+  EXPECT_NE(out.find("; the median of 3 runs\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("\n     1     11.000    1.000     11.000      0.123 "),
+            std::string::npos)
+      << out;
+  // E = 11 / 13.
+  EXPECT_NE(out.find("\n     2     13.000    0.846     13.000      0.130 "),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 6) << out;
+  EXPECT_NE(out.find("# best throughput mlp (train, 1 rank): batch 1024, "
+                     "bfloat16, 93090.9 samples/s"),
+            std::string::npos)
+      << out;
+}
+
+// The HTML report aggregates repeated runs as the text tables do: a heatmap
+// cell is the median of its runs (a failed run marks it), a training
+// ladder has one row per rank count, the median run's.
+TEST(RenderHtmlReport, RepeatedNodeAndTrainingRunsShowTheirMedian) {
+  std::vector<v1::Result> results;
+  for (double gbps : {390.7, 120.3, 396.9})
+    results.push_back(BenchResult(v1::PAIR, 0, 1, gbps));
+  for (double gbps : {395.1, 394.2}) {
+    results.push_back(BenchResult(v1::PAIR, 1, 0, gbps));
+  }
+  results.back().set_status(v1::FAILED);
+  for (double step : {0.010123, 0.011456, 0.030789}) {
+    results.push_back(TrainPoint(v1::BFLOAT16, 1024, step));
+  }
+  const std::string html = RenderHtmlReport(results, HtmlReportOptions());
+  EXPECT_THAT(html, HasSubstr(">390.7<"));
+  EXPECT_THAT(html, HasSubstr(">FAIL<"));
+  for (const char* other : {"120.3", "396.9", "395.1"})
+    EXPECT_THAT(html, Not(HasSubstr(other))) << other;
+  EXPECT_THAT(html, HasSubstr(">11.46<"));
+  for (const char* other : {"10.12", "30.79"})
+    EXPECT_THAT(html, Not(HasSubstr(other))) << other;
 }
 
 // Steps whose gradients underflowed: a warning, and not the best point
