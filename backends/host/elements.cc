@@ -1,5 +1,6 @@
 #include "backends/host/elements.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -66,6 +67,44 @@ uint16_t FloatToBf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
+float HalfToFloat(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
+  if (exponent == 0) {  // zero or subnormal: mantissa x 2^-24, exact
+    const float v = static_cast<float>(mantissa) * 0x1p-24f;
+    return sign ? -v : v;
+  }
+  uint32_t u = sign | (mantissa << 13);
+  u |= exponent == 31 ? 0x7f800000u              // infinity, NaN
+                      : (exponent + 112) << 23;  // rebias 15 -> 127
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+uint16_t FloatToHalf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t magnitude = u & 0x7fffffffu;
+  if (magnitude > 0x7f800000u)  // NaN: quiet, the payload's top bits kept
+    return sign | 0x7e00u | static_cast<uint16_t>((magnitude >> 13) & 0x3ffu);
+  // 65520 (halfway from the largest half, 65504, to 65536) and above round
+  // to infinity.
+  if (magnitude >= 0x477ff000u) return sign | 0x7c00u;
+  if (magnitude >= 0x38800000u) {  // a normal half (2^-14 and above)
+    const uint32_t rounded =
+        magnitude + 0xfffu + ((magnitude >> 13) & 1u);  // to nearest even
+    return sign | static_cast<uint16_t>((rounded - 0x38000000u) >> 13);
+  }
+  // Subnormal or zero: in units of 2^-24 (the scaling is exact), rounded to
+  // nearest even by the default rounding mode; 1024 units is the smallest
+  // normal half, whose bits are the same number.
+  float v;
+  std::memcpy(&v, &magnitude, sizeof v);
+  return sign | static_cast<uint16_t>(std::nearbyint(v * 0x1p24f));
+}
+
 double LoadElement(v1::DataType t, const unsigned char* base, int64_t i) {
   switch (t) {
     case v1::FLOAT32:
@@ -83,7 +122,7 @@ double LoadElement(v1::DataType t, const unsigned char* base, int64_t i) {
     case v1::BFLOAT16:
       return Bf16ToFloat(reinterpret_cast<const uint16_t*>(base)[i]);
     case v1::FLOAT16:
-      return static_cast<float>(reinterpret_cast<const _Float16*>(base)[i]);
+      return HalfToFloat(reinterpret_cast<const uint16_t*>(base)[i]);
     default:
       return 0;
   }
@@ -113,8 +152,7 @@ void StoreElement(v1::DataType t, unsigned char* base, int64_t i, double v) {
       reinterpret_cast<uint16_t*>(base)[i] = FloatToBf16(static_cast<float>(v));
       break;
     case v1::FLOAT16:
-      reinterpret_cast<_Float16*>(base)[i] =
-          static_cast<_Float16>(static_cast<float>(v));
+      reinterpret_cast<uint16_t*>(base)[i] = FloatToHalf(static_cast<float>(v));
       break;
     default:
       break;
