@@ -1,5 +1,6 @@
 #include "backends/host/elements.h"
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -77,14 +78,11 @@ float HalfToFloat(uint16_t bits) {
   uint32_t u = sign | (mantissa << 13);
   u |= exponent == 31 ? 0x7f800000u              // infinity, NaN
                       : (exponent + 112) << 23;  // rebias 15 -> 127
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
+  return std::bit_cast<float>(u);
 }
 
 uint16_t FloatToHalf(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
+  const auto u = std::bit_cast<uint32_t>(f);
   const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t magnitude = u & 0x7fffffffu;
   if (magnitude > 0x7f800000u)  // NaN: quiet, the payload's top bits kept
@@ -100,8 +98,7 @@ uint16_t FloatToHalf(float f) {
   // Subnormal or zero: in units of 2^-24 (the scaling is exact), rounded to
   // nearest even by the default rounding mode; 1024 units is the smallest
   // normal half, whose bits are the same number.
-  float v;
-  std::memcpy(&v, &magnitude, sizeof v);
+  const auto v = std::bit_cast<float>(magnitude);
   return sign | static_cast<uint16_t>(std::nearbyint(v * 0x1p24f));
 }
 

@@ -1,5 +1,6 @@
 #include "backends/host/elements.h"
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -8,17 +9,9 @@
 namespace ringmaster {
 namespace {
 
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
+uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
 
-float FromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
+float FromBits(uint32_t u) { return std::bit_cast<float>(u); }
 
 TEST(Half, KnownValues) {
   EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
@@ -29,8 +22,8 @@ TEST(Half, KnownValues) {
   EXPECT_EQ(FloatToHalf(0x1p-24f), 0x0001);  // the smallest subnormal
   EXPECT_EQ(FloatToHalf(0x1p-25f), 0x0000);  // a tie: to even, zero
   EXPECT_EQ(FloatToHalf(0x1.8p-25f), 0x0001);
-  EXPECT_EQ(FloatToHalf(0x1p-14f), 0x0400);         // the smallest normal
-  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f), 0x3c00);  // a tie: to even
+  EXPECT_EQ(FloatToHalf(0x1p-14f), 0x0400);           // the smallest normal
+  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f), 0x3c00);    // a tie: to even
   EXPECT_EQ(FloatToHalf(1.0f + 0x1.8p-11f), 0x3c01);  // 0.75 ulp: up
   EXPECT_EQ(FloatToHalf(1.0f + 0x1.8p-10f), 0x3c02);  // 1.5 ulp: a tie, even
   EXPECT_EQ(FloatToHalf(-0.0f), 0x8000);
