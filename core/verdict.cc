@@ -527,13 +527,24 @@ VerdictReport Evaluate(const Rules& rules,
       }
     }
     if (rule.baseline_within) {
-      int missing = 0;
+      // One value per subject on each side (repeated runs: their median),
+      // as the fleet rule takes it: one noisy run of several does not fail
+      // a subject, a subject slower in most of them does.
+      std::map<std::string, std::vector<double>> now;
+      std::map<std::string, const Observation*> last;
       for (const Observation& o : obs) {
-        auto it = base_values.find(o.key);
+        now[o.key].push_back(o.value);
+        last[o.key] = &o;
+      }
+      int missing = 0;
+      for (const auto& [key, values] : now) {
+        auto it = base_values.find(key);
         if (it == base_values.end()) {
-          ++missing;
+          missing += static_cast<int>(values.size());
           continue;
         }
+        Observation o = *last.at(key);
+        o.value = Median(values);
         const auto [pass, expected] =
             Within(o, Median(it->second), *rule.baseline_within, "baseline");
         add(o, pass, expected);

@@ -19,7 +19,8 @@
 //                               # the same measurement over the fleet
 //     - name: same-as-last-week
 //       baseline_within: 5%     # against --baseline, same measurement and
-//                               # subject
+//                               # subject (repeated runs on either side:
+//                               # their median)
 //
 // Metrics: collectives busbw GB/s, copies and GEMM-free node benchmarks GB/s,
 // latency ns (lower is better), GEMM TFLOP/s, training step ms (lower is

@@ -133,6 +133,30 @@ rules:
   EXPECT_THAT(RenderVerdict(nb), HasSubstr("no baseline"));
 }
 
+// Repeated runs (--rounds) are judged by each subject's median on both
+// sides, as the fleet rule does: one noisy run of three does not fail a
+// GPU against its baseline, a GPU slow in most runs does.
+TEST(Verdict, BaselineRuleJudgesEachSubjectsMedianOverRepeatedRuns) {
+  Rules rules = MustParse(R"(
+rules:
+  - {name: same-as-before, match: {bench: gemm}, baseline_within: 10%}
+)");
+  std::vector<v1::Result> base = {Gemm(0, 700), Gemm(0, 500), Gemm(0, 705),
+                                  Gemm(1, 700), Gemm(1, 702), Gemm(1, 698)};
+  // Rank 0: one run of three 30% under (a noise burst), median 698: pass.
+  // Rank 1: two runs of three 20% under, median 560: fail.
+  std::vector<v1::Result> now = {Gemm(0, 690), Gemm(0, 490), Gemm(0, 698),
+                                 Gemm(1, 560), Gemm(1, 700), Gemm(1, 555)};
+  VerdictReport v = Evaluate(rules, now, base);
+  ASSERT_EQ(v.findings.size(), 2u);  // one check per subject, not per run
+  for (const Finding& f : v.findings) {
+    EXPECT_EQ(f.pass, f.subject == "rank 0") << f.subject;
+    // The baseline side is its median too: 700, not the 500 run.
+    EXPECT_THAT(f.expected, HasSubstr("baseline 700")) << f.subject;
+  }
+  EXPECT_THAT(RenderVerdict(v), HasSubstr("560 TFLOP/s"));
+}
+
 TEST(Verdict, FailedPairsPointAtTheRankTheyShare) {
   Rules rules = MustParse(R"(
 rules:

@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # References and rules (issue 9): `ringmaster verdict` on host-backend runs
-# of tests/plans/verdict.yaml (4 ranks) with rules/host-fleet.yaml.
+# of tests/plans/verdict.yaml (4 ranks, 5 rounds each: the rules judge each
+# subject's median over the rounds) with rules/host-fleet.yaml.
 #  1. A normal run passes every check (exit 0).
 #  2. With rank 2 slowed 3x (RINGMASTER_FAULT slow:rank=2:factor=3) the
 #     verdict fails (exit 1): rank 2's GEMM and copy fail the fleet rule,
 #     only pairs with rank 2 fail, rank 2 is the one suspect, and its node
 #     fails; the JSON view says the same.
-#  3. Against the normal run as a baseline (baseline_within 25% on the
-#     GEMMs: one memory-copy run against another varied by 33% on a busy CI
-#     machine), the slow run fails rank 2's check and nothing else.
+#  3. Against the normal run as a baseline (baseline_within 40% on the
+#     GEMMs: a CI machine ran every rank's GEMM 32% slower in one run than
+#     in the run just before it; rank 2 slowed 3x is 67% under), the slow
+#     run fails rank 2's check and nothing else.
 #  4. A rules file with a mistake is refused with file:line and exit 2.
+# One round of each once failed on CI: a normal run's GEMM 35% under the
+# fleet on one rank (one noisy stretch covers one rank's whole case), and
+# the slow run's other ranks 32% under their baseline. Rounds interleave
+# the ranks' cases in time, so one noisy stretch moves one of five values
+# per subject (beside a process busy half the time in 20-200 ms bursts: 3
+# rounds passed 3 of 4 times, 5 rounds 4 of 4).
 #   tests/report/verdict.sh BIN_DIR
 set -euo pipefail
 bin=$(cd "${1:?the folder with the ringmaster binary}" && pwd)
@@ -21,7 +29,7 @@ fail() { echo "FAIL: $*"; status=1; }
 rules=$root/rules/host-fleet.yaml
 run() {  # out [fault]
   RINGMASTER_FAULT=${2:-} "$bin/ringmaster" run "$root/tests/plans/verdict.yaml" \
-    --np 4 --quiet --out "$work/$1" > "$work/$1.log" 2>&1 ||
+    --np 4 --rounds 5 --quiet --out "$work/$1" > "$work/$1.log" 2>&1 ||
     { cat "$work/$1.log"; fail "run $1 did not succeed"; }
 }
 run normal
@@ -58,7 +66,7 @@ PY
 cat > "$work/baseline.yaml" <<'YAML'
 name: against last run
 rules:
-  - {name: same-as-before, match: {bench: gemm}, baseline_within: 25%}
+  - {name: same-as-before, match: {bench: gemm}, baseline_within: 40%}
 YAML
 code=0
 "$bin/ringmaster" verdict "$work/slow" --rules "$work/baseline.yaml" \
