@@ -81,10 +81,6 @@ class Control {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual absl::Status Barrier() = 0;
-  // A barrier that does not busy-poll: for ranks with nothing to do while
-  // others measure, so that on a host whose ranks share cores the waiting
-  // ranks leave the cores to the working ones.
-  virtual absl::Status IdleBarrier() { return Barrier(); }
   virtual absl::StatusOr<double> Max(double value) = 0;
   virtual absl::StatusOr<int64_t> Sum(int64_t value) = 0;
   // Element-wise maximum over ranks, in place.

@@ -105,25 +105,11 @@ v1::Result RunBenchInner(const v1::Case& c, NodeBench& bench,
   }
 
   // Every rank's seconds for one call of `iters` operations; +inf anywhere
-  // is a failure every rank sees. Where some ranks only wait (one rank's
-  // GEMM, one pair's copy), every rank meets at a barrier that does not
-  // busy-poll before the figures are gathered: the waiting ranks sleep
-  // through the working ranks' timed operations instead of polling in the
-  // gather on cores those ranks may share. (4 ranks on 2 cores, one rank's
-  // GEMM at a time for 5.6 s: 9.2 s of CPU in all before, 7.4 s after.)
-  const bool some_wait = std::any_of(active->begin(), active->end(),
-                                     [](double a) { return a == 0; });
+  // is a failure every rank sees.
   absl::Status local = absl::OkStatus();
   auto time_ops = [&](int iters) -> std::optional<std::vector<double>> {
     auto t = bench.TimeOps(iters);
     if (!t.ok() && local.ok()) local = t.status();
-    if (some_wait) {
-      absl::Status waited = control.IdleBarrier();
-      if (!waited.ok()) {
-        if (local.ok()) local = waited;
-        t = waited;
-      }
-    }
     auto all = control.AllGather(t.ok() ? *t : kFailed);
     if (!all.ok() || std::any_of(all->begin(), all->end(),
                                  [](double v) { return std::isinf(v); })) {

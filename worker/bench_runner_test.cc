@@ -14,10 +14,6 @@ class MirrorControl : public Control {
   int rank() const override { return 0; }
   int size() const override { return n_; }
   absl::Status Barrier() override { return absl::OkStatus(); }
-  absl::Status IdleBarrier() override {
-    ++idle_barriers;
-    return idle_status;
-  }
   absl::StatusOr<double> Max(double v) override { return v; }
   absl::StatusOr<int64_t> Sum(int64_t v) override { return v * n_; }
   absl::Status MaxVector(std::vector<double>*) override {
@@ -34,9 +30,6 @@ class MirrorControl : public Control {
     return absl::OkStatus();
   }
 
-  int idle_barriers = 0;
-  absl::Status idle_status = absl::OkStatus();
-
  private:
   int n_;
 };
@@ -50,14 +43,12 @@ class FakeNodeBench : public NodeBench {
   int64_t wrong = 0;
   double error = 0;
   int64_t ops = 0;
-  int timed_calls = 0;
   absl::StatusOr<BenchSetup> Prepare(const v1::Case&) override {
     if (!prepare_status.ok()) return prepare_status;
     return setup;
   }
   absl::StatusOr<double> TimeOps(int iters) override {
     ops += iters;
-    ++timed_calls;
     return setup.active ? op_s * iters : 0.0;
   }
   absl::StatusOr<int64_t> Verify() override { return wrong; }
@@ -140,30 +131,6 @@ TEST(RunBench, IdleRanksAddNothing) {
   ASSERT_EQ(r.status(), v1::OK);
   EXPECT_EQ(r.bandwidth_gbps(), 0);
   EXPECT_EQ(r.placement(), "");
-  // Where ranks idle, every timed call ends at the barrier that sleeps.
-  EXPECT_GT(bench.timed_calls, 1);
-  EXPECT_EQ(control.idle_barriers, bench.timed_calls);
-}
-
-TEST(RunBench, EveryRankWorkingSkipsTheIdleBarrier) {
-  MirrorControl control(2);
-  FakeNodeBench bench;
-  bench.setup.active = true;
-  bench.setup.bytes_per_op = 1000;
-  v1::Result r = RunBench(BenchCase(), bench, control);
-  ASSERT_EQ(r.status(), v1::OK);
-  EXPECT_GT(bench.timed_calls, 1);
-  EXPECT_EQ(control.idle_barriers, 0);
-}
-
-TEST(RunBench, AFailedIdleBarrierFailsTheCase) {
-  MirrorControl control(3);
-  control.idle_status = absl::UnavailableError("peer rank 2 is gone");
-  FakeNodeBench bench;
-  v1::Result r = RunBench(BenchCase(), bench, control);
-  EXPECT_EQ(r.status(), v1::FAILED);
-  EXPECT_EQ(r.failure().detail(), "peer rank 2 is gone");
-  EXPECT_EQ(bench.timed_calls, 1);  // the warm-up call, then it stopped
 }
 
 TEST(RunBench, UnimplementedIsSkippedWithTheReason) {

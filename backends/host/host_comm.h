@@ -109,7 +109,6 @@ class CommControl : public Control {
   int rank() const override { return comm_.rank(); }
   int size() const override { return comm_.size(); }
   absl::Status Barrier() override { return comm_.Barrier(); }
-  absl::Status IdleBarrier() override { return comm_.IdleBarrier(); }
   absl::StatusOr<double> Max(double value) override;
   absl::StatusOr<int64_t> Sum(int64_t value) override;
   absl::Status MaxVector(std::vector<double>* values) override;
