@@ -191,6 +191,21 @@ std::pair<bool, std::string> Within(const Observation& o, double ref,
                                 ref > 0 ? (o.value / ref - 1) * 100 : 0.0)};
 }
 
+// One observation per value of its `key` field (repeated runs of one
+// subject's measurement): the last run's labels with the median of the
+// runs' values.
+std::map<std::string, Observation> MedianPer(
+    const std::vector<const Observation*>& obs, std::string Observation::*key) {
+  std::map<std::string, std::vector<double>> values;
+  std::map<std::string, Observation> merged;
+  for (const Observation* o : obs) {
+    values[o->*key].push_back(o->value);
+    merged[o->*key] = *o;
+  }
+  for (auto& [k, o] : merged) o.value = Median(values[k]);
+  return merged;
+}
+
 }  // namespace
 
 bool RuleMatch::Matches(const v1::Result& r) const {
@@ -483,12 +498,8 @@ VerdictReport Evaluate(const Rules& rules,
       for (const Observation& o : obs) groups[o.measurement].push_back(&o);
       for (const auto& [m, members] : groups) {
         // One value per subject (repeated runs: their median).
-        std::map<std::string, std::vector<double>> per;
-        std::map<std::string, const Observation*> last;  // per subject
-        for (const Observation* o : members) {
-          per[o->subject].push_back(o->value);
-          last[o->subject] = o;
-        }
+        const std::map<std::string, Observation> per =
+            MedianPer(members, &Observation::subject);
         if (static_cast<int>(per.size()) < rule.fleet_min_members) {
           report.notes.push_back(absl::StrFormat(
               "rule %s: %s has %d member(s), fewer than %d; no fleet check",
@@ -496,7 +507,7 @@ VerdictReport Evaluate(const Rules& rules,
           continue;
         }
         std::vector<double> medians;
-        for (const auto& [s, v] : per) medians.push_back(Median(v));
+        for (const auto& [s, o] : per) medians.push_back(o.value);
         double fleet = Median(medians);
         // Pairs: the median over ranks of each rank's median pair. One slow
         // rank is in 2/n of the pairs (half of them among 4 ranks), enough
@@ -504,22 +515,19 @@ VerdictReport Evaluate(const Rules& rules,
         // rank's median of n.
         std::map<int, std::vector<double>> by_rank;
         bool pairs = true;
-        for (const auto& [s, v] : per) {
-          const Observation* o = last.at(s);
-          if (o->kind != SubjectKind::kPair || o->ranks.size() != 2) {
+        for (const auto& [s, o] : per) {
+          if (o.kind != SubjectKind::kPair || o.ranks.size() != 2) {
             pairs = false;
             break;
           }
-          for (int r : o->ranks) by_rank[r].push_back(Median(v));
+          for (int r : o.ranks) by_rank[r].push_back(o.value);
         }
         if (pairs && by_rank.size() > 2) {
           std::vector<double> rank_medians;
           for (const auto& [r, v] : by_rank) rank_medians.push_back(Median(v));
           fleet = Median(rank_medians);
         }
-        for (const auto& [s, v] : per) {
-          Observation o = *last.at(s);
-          o.value = Median(v);
+        for (const auto& [s, o] : per) {
           const auto [pass, expected] =
               Within(o, fleet, *rule.fleet_within, "fleet median");
           add(o, pass, expected);
@@ -530,21 +538,15 @@ VerdictReport Evaluate(const Rules& rules,
       // One value per subject on each side (repeated runs: their median),
       // as the fleet rule takes it: one noisy run of several does not fail
       // a subject, a subject slower in most of them does.
-      std::map<std::string, std::vector<double>> now;
-      std::map<std::string, const Observation*> last;
-      for (const Observation& o : obs) {
-        now[o.key].push_back(o.value);
-        last[o.key] = &o;
-      }
+      std::vector<const Observation*> all;
       int missing = 0;
-      for (const auto& [key, values] : now) {
+      for (const Observation& o : obs) {
+        all.push_back(&o);
+        missing += base_values.count(o.key) == 0;
+      }
+      for (const auto& [key, o] : MedianPer(all, &Observation::key)) {
         auto it = base_values.find(key);
-        if (it == base_values.end()) {
-          missing += static_cast<int>(values.size());
-          continue;
-        }
-        Observation o = *last.at(key);
-        o.value = Median(values);
+        if (it == base_values.end()) continue;
         const auto [pass, expected] =
             Within(o, Median(it->second), *rule.baseline_within, "baseline");
         add(o, pass, expected);
