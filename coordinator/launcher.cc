@@ -5,6 +5,9 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -143,6 +146,36 @@ void SetEnvEntry(std::vector<std::string>* env, const std::string& name,
                             }),
              env->end());
   env->push_back(prefix + value);
+}
+
+std::string AvoidStaleMunge(std::vector<std::string>* env,
+                            const std::string& socket_path) {
+  for (const std::string& e : *env)
+    if (absl::StartsWith(e, "PMIX_MCA_psec=")) return "";
+  struct stat st;
+  if (stat(socket_path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return "";
+  sockaddr_un addr{};
+  if (socket_path.size() >= sizeof addr.sun_path) return "";
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  int rc;
+  do {
+    rc = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+  } while (rc != 0 && errno == EINTR);
+  const int err = rc == 0 ? 0 : errno;
+  close(fd);
+  // A live daemon, or a socket we may not open (another user's policy):
+  // leave PMIx as it is.
+  if (err == 0 || err == EACCES || err == EPERM) return "";
+  SetEnvEntry(env, "PMIX_MCA_psec", "^munge");
+  return absl::StrFormat(
+      "munge socket %s refuses connections (%s: no munge daemon); launching "
+      "with PMIX_MCA_psec=^munge (else mpirun and the ranks' MPI_Init each "
+      "wait about 2.3 s in libmunge's retries; set PMIX_MCA_psec yourself to "
+      "choose)",
+      socket_path, std::strerror(err));
 }
 
 std::vector<pid_t> ProcessesInSession(pid_t sid) {

@@ -4,9 +4,14 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace ringmaster {
@@ -52,6 +57,66 @@ TEST(ForwardedEnvNames, Allowlist) {
                          "AWS_SECRET=x", "LD_LIBRARY_PATH=/x", "=bad"}),
       ElementsAre("NCCL_NVLS_ENABLE", "NCCL_DEBUG", "CUDA_VISIBLE_DEVICES",
                   "RINGMASTER_TOKEN", "LD_LIBRARY_PATH"));
+}
+
+// A Unix socket bound at `path`; listening or not (a stale socket: the file
+// stays after close, and connect() is refused).
+int BindUnixSocket(const std::string& path, bool listening) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      (listening && listen(fd, 1) != 0)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(AvoidStaleMunge, OnlyAStaleSocketTurnsMungeOff) {
+  char dir_template[] = "/tmp/rm-munge-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const std::vector<std::string> base = {"PATH=/usr/bin", "HOME=/root"};
+
+  // No socket (munge not installed, or never started): nothing to avoid.
+  auto env = base;
+  EXPECT_EQ(AvoidStaleMunge(&env, dir + "/missing.socket"), "");
+  EXPECT_EQ(env, base);
+
+  // A live daemon's socket: PMIx may use munge.
+  const std::string live = dir + "/live.socket";
+  int live_fd = BindUnixSocket(live, /*listening=*/true);
+  ASSERT_GE(live_fd, 0);
+  EXPECT_EQ(AvoidStaleMunge(&env, live), "");
+  EXPECT_EQ(env, base);
+  close(live_fd);
+
+  // A stale socket (the daemon gone): munge off, and a note that says why.
+  const std::string stale = dir + "/stale.socket";
+  int stale_fd = BindUnixSocket(stale, /*listening=*/false);
+  ASSERT_GE(stale_fd, 0);
+  close(stale_fd);
+  const std::string note = AvoidStaleMunge(&env, stale);
+  EXPECT_THAT(note, HasSubstr(stale));
+  EXPECT_THAT(note, HasSubstr("PMIX_MCA_psec=^munge"));
+  EXPECT_THAT(
+      env, ElementsAre("PATH=/usr/bin", "HOME=/root", "PMIX_MCA_psec=^munge"));
+  EXPECT_THAT(ForwardedEnvNames(env), Not(Contains("PMIX_MCA_psec")))
+      << "mpirun reads it itself; ranks do not need it";
+
+  // The user's own choice wins.
+  env = base;
+  env.push_back("PMIX_MCA_psec=native");
+  EXPECT_EQ(AvoidStaleMunge(&env, stale), "");
+  EXPECT_THAT(env, Contains("PMIX_MCA_psec=native"));
+  EXPECT_THAT(env, Not(Contains("PMIX_MCA_psec=^munge")));
+
+  unlink(live.c_str());
+  unlink(stale.c_str());
+  rmdir(dir.c_str());
 }
 
 TEST(ParseMpirunFailureLine, OpenMpiMessages) {

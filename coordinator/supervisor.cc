@@ -336,6 +336,7 @@ absl::StatusOr<std::unique_ptr<JobSupervisor>> JobSupervisor::LaunchMpirun(
   mo.allow_run_as_root = geteuid() == 0;
   mo.oversubscribe =
       job->nranks() > static_cast<int>(std::thread::hardware_concurrency());
+  const std::string munge_note = AvoidStaleMunge(&launch.env);
   mo.forward_env = ForwardedEnvNames(launch.env);
   mo.extra_args = launch.mpirun_args;
   mo.worker_argv = {launch.worker, "run",  "--coordinator", launch.address,
@@ -345,7 +346,10 @@ absl::StatusOr<std::unique_ptr<JobSupervisor>> JobSupervisor::LaunchMpirun(
   if (!launch.log_path.empty()) {
     file->open(launch.log_path);
     *file << "# " << absl::StrJoin(argv, " ") << "\n";
+    if (!munge_note.empty()) *file << "# " << munge_note << "\n";
   }
+  if (!munge_note.empty() && launch.echo)
+    std::cerr << "ringmaster: note: " << munge_note << "\n";
   std::shared_ptr<Log> log = sup->log_;
   auto file_mu = std::make_shared<std::mutex>();
   const bool echo = launch.echo;
