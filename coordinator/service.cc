@@ -104,6 +104,12 @@ absl::StatusOr<std::map<std::string, std::string>> LoadUsersFile(
 
 absl::StatusOr<std::unique_ptr<CoordinatorService>> CoordinatorService::Start(
     ServiceOptions options) {
+  // spdlog's registry is a function-local static inside libspdlog: create
+  // it here, before the gRPC and scheduler threads that log, so that each
+  // of them starts after it exists. (Debian's libspdlog is not built for
+  // ThreadSanitizer, whose R1 run saw the first log line's construction of
+  // it on one handler thread and a read on another as a race.)
+  spdlog::default_logger();
   if (options.launcher != "mpirun" && options.launcher != "external" &&
       options.launcher != "slurm" && options.launcher != "k8s") {
     return absl::InvalidArgumentError(

@@ -266,7 +266,10 @@ TEST(R1_submit_burst, EveryJobAcceptedOnceAndOverflowRejectedFast) {
   list.set_limit(10000);
   v1::ListJobsResponse listed;
   auto ctx = Ctx(admin);
-  ASSERT_TRUE(stub->ListJobs(ctx.get(), list, &listed).ok());
+  {
+    grpc::Status st = stub->ListJobs(ctx.get(), list, &listed);
+    ASSERT_TRUE(st.ok()) << st.error_message() << "\n" << serve.output();
+  }
   std::set<std::string> known;
   for (const auto& j : listed.jobs()) known.insert(j.job_id());
   int lost = 0;
