@@ -9,8 +9,12 @@
 
 namespace ringmaster {
 
-SlowMemberSearch::SlowMemberSearch(int members, double slow_ratio, int repeat)
-    : n_(members), ratio_(slow_ratio), repeat_(std::max(repeat, 1)) {
+SlowMemberSearch::SlowMemberSearch(int members, double slow_ratio, int repeat,
+                                   bool stop_when_decided)
+    : n_(members),
+      ratio_(slow_ratio),
+      repeat_(std::max(repeat, 1)),
+      stop_when_decided_(stop_when_decided) {
   figures_.set_member_count(members);
   figures_.set_slow_ratio(slow_ratio);
   figures_.set_repeat(repeat_);
@@ -128,7 +132,10 @@ std::optional<SlowMemberSearch::Test> SlowMemberSearch::Next() {
                     absl::StrJoin(cleared, ", "));
       if (repeat_ > 1) {
         verdict_tail_ += absl::StrFormat(
-            "; split and confirmation tests: median of %d runs", repeat_);
+            "; split and confirmation tests: median of up to %d runs (%s)",
+            repeat_,
+            stop_when_decided_ ? "a test stops once most of them agree"
+                               : "every test ran that many times");
       }
       if (figures_.slow().empty()) {
         figures_.set_verdict(
@@ -204,10 +211,39 @@ void SlowMemberSearch::Record(double gbps) {
   pt->set_gbps(gbps);
   pt->set_phase(t.phase);
   runs_.push_back(gbps);
-  if (phase_ > 0 && static_cast<int>(runs_.size()) < repeat_) return;
+  if (phase_ > 0 && static_cast<int>(runs_.size()) < repeat_ &&
+      !(stop_when_decided_ && Decided()))
+    return;
   results_.push_back(Median(runs_));
   runs_.clear();
   ++next_;
+}
+
+bool SlowMemberSearch::Decided() const {
+  // A split test's median is compared with two limits (the slower member's
+  // slow_ratio x reference, the faster one's stricter SlowLimit) and with
+  // its partner's median (which is slower). Stopping only outside the band
+  // between the limits keeps all three answers: a test decided below the
+  // stricter limit is named either way and slower than any test above it;
+  // one decided at or above slow_ratio x reference is named neither way and
+  // faster than any test below it; two tests inside the band both ran every
+  // run. A confirmation test has one limit.
+  double lower, upper;
+  if (phase_ == 1) {
+    upper = ratio_ * figures_.reference_gbps();
+    lower = SlowLimit(next_ / 2);
+  } else if (phase_ == 2) {
+    lower = upper = limits_[next_];
+  } else {
+    return false;
+  }
+  int below = 0, above = 0;
+  for (double r : runs_) {
+    if (r < lower) ++below;
+    if (r >= upper) ++above;
+  }
+  const int majority = repeat_ / 2 + 1;
+  return below >= majority || above >= majority;
 }
 
 }  // namespace ringmaster

@@ -16,10 +16,15 @@
 //  3. "confirm": each named member against another good member; a re-test
 //     below the same limit confirms it. A member in two suspect pairs
 //     (member 0 of an odd-sized group) is named and re-tested once.
-// With `repeat` > 1 each split and confirmation test runs that many times
-// and the median decides (where pair tests are noisy: one unlucky run then
-// neither names a healthy member nor clears a slow one); the first round
-// runs once, since a suspect it flags by chance is cleared by the split.
+// With `repeat` > 1 each split and confirmation test runs up to that many
+// times and the median decides (where pair tests are noisy: one unlucky run
+// then neither names a healthy member nor clears a slow one); the first
+// round runs once, since a suspect it flags by chance is cleared by the
+// split. A test stops early once more than half of its `repeat` runs fall
+// on one side of its limit(s): the median of all runs would fall there too,
+// so the verdict is the one all runs would give (a split test, whose
+// median is also compared with its partner's, stops early only below the
+// stricter limit or at or above slow_ratio x reference; see Decided()).
 // Among 8 members with one slow: 4 + 2 tests and 1 confirmation. The
 // reference is the median pair, so when most pairs are slow the slow speed
 // is the reference and nobody is named: the finder looks for the few
@@ -41,7 +46,10 @@ namespace ringmaster {
 class SlowMemberSearch {
  public:
   // `repeat` below 1 (a case from before the key existed) counts as 1.
-  SlowMemberSearch(int members, double slow_ratio, int repeat = 1);
+  // `stop_when_decided` false runs every test `repeat` times (the tests
+  // compare the two).
+  SlowMemberSearch(int members, double slow_ratio, int repeat = 1,
+                   bool stop_when_decided = true);
 
   // The next pair to test (and its phase), or nothing when done.
   struct Test {
@@ -51,7 +59,7 @@ class SlowMemberSearch {
   std::optional<Test> Next();
   // The bandwidth of the pair Next() returned (0: the pair failed). With
   // `repeat` > 1 Next() returns a split or confirmation test again until it
-  // has that many runs.
+  // has that many runs or its verdict is decided.
   void Record(double gbps);
 
   // The figures so far (complete once Next() returned nothing).
@@ -67,9 +75,14 @@ class SlowMemberSearch {
   // What "slow" means after the first round for a member of suspect pair
   // `suspect`: min(sqrt(pair GB/s x reference), slow_ratio x reference).
   double SlowLimit(size_t suspect) const;
+  // Whether the current split or confirmation test's runs so far decide
+  // it: more than half of `repeat` runs below its lower limit, or at or
+  // above its upper one. Any further runs leave the median on that side.
+  bool Decided() const;
   int n_;
   double ratio_;
   int repeat_;
+  bool stop_when_decided_;
   std::vector<double> runs_;  // of the current test
   int phase_ = 0;             // 0 pairs, 1 split, 2 confirm, 3 done
   std::vector<Test> queue_;

@@ -2,8 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <functional>
+#include <map>
+#include <random>
 #include <set>
+#include <string>
+#include <tuple>
+#include <vector>
 
 namespace ringmaster {
 namespace {
@@ -189,16 +195,18 @@ TEST(SlowMemberSearch, RepeatedSplitTestsDoNotNameAHealthyMemberOnOneBadRun) {
   EXPECT_EQ(f1.slow(0), 2);
 
   std::vector<double> thrice = first_round;
-  thrice.insert(thrice.end(), {4, 9.5, 10.2, /*member 3*/ 10, 9.8, 10.1});
+  // Member 2's runs split 1:1 around the limit (6 GB/s) until the third;
+  // member 3's first two runs are both above it: no third run.
+  thrice.insert(thrice.end(), {4, 9.5, 10.2, /*member 3*/ 10, 9.8});
   auto f3 = Replay(6, 3, thrice);
   SCOPED_TRACE(f3.verdict());
   EXPECT_EQ(f3.repeat(), 3);
   EXPECT_EQ(f3.slow_size(), 0);
   ASSERT_EQ(f3.cleared_pairs_size(), 1);
   EXPECT_EQ(f3.cleared_pairs(0), "2-3");
-  EXPECT_EQ(f3.tests_size(), 9);  // every run is kept
-  EXPECT_EQ(f3.pair_runs(), 9);
-  EXPECT_NE(f3.verdict().find("median of 3 runs"), std::string::npos);
+  EXPECT_EQ(f3.tests_size(), 8);  // every run is kept
+  EXPECT_EQ(f3.pair_runs(), 8);
+  EXPECT_NE(f3.verdict().find("median of up to 3 runs"), std::string::npos);
 }
 
 // A slow member stays named when one of its runs is lucky, and its
@@ -207,7 +215,7 @@ TEST(SlowMemberSearch, RepeatedTestsStillNameASlowMemberWithOneLuckyRun) {
   auto f = Replay(6, 3,
                   {10, 4, 10,
                    /*member 2*/ 4, 10, 4.2,
-                   /*member 3*/ 10, 9.9, 10.1,
+                   /*member 3*/ 10, 9.9,
                    /*confirm 2*/ 9.8, 3.9, 4.1});
   SCOPED_TRACE(f.verdict());
   ASSERT_EQ(f.slow_size(), 1);
@@ -215,8 +223,104 @@ TEST(SlowMemberSearch, RepeatedTestsStillNameASlowMemberWithOneLuckyRun) {
   EXPECT_NEAR(f.slow_ratios(0), 0.42, 1e-9);  // median 4.2 / reference 10
   ASSERT_EQ(f.confirmed_size(), 1);
   EXPECT_TRUE(f.confirmed(0));
-  EXPECT_EQ(f.tests_size(), 12);
-  EXPECT_EQ(f.pair_runs(), 9);
+  EXPECT_EQ(f.tests_size(), 11);
+  EXPECT_EQ(f.pair_runs(), 8);
+}
+
+// Runs the search with `repeat` over a seeded noisy machine: a pair test
+// measures its slower member's speed times noise drawn from (seed, phase,
+// pair, run), so two searches see the same value for the same run of the
+// same test. Three draws in ten are wild (0.3x-1.7x), as on an oversubscribed
+// host.
+v1::FindSlowFigures NoisySearch(const std::vector<double>& speed, double ratio,
+                                int repeat, bool stop_early, uint64_t seed) {
+  SlowMemberSearch s(static_cast<int>(speed.size()), ratio, repeat, stop_early);
+  std::map<std::tuple<std::string, int, int>, int> run_of;
+  int guard = 0;
+  while (auto t = s.Next()) {
+    const int run = run_of[{t->phase, t->a, t->b}]++;
+    std::seed_seq seq{seed, static_cast<uint64_t>(t->phase[0]),
+                      static_cast<uint64_t>(t->a), static_cast<uint64_t>(t->b),
+                      static_cast<uint64_t>(run)};
+    std::mt19937_64 rng(seq);
+    std::uniform_real_distribution<double> u(0, 1);
+    const double noise =
+        u(rng) < 0.3 ? 0.3 + 1.4 * u(rng) : 0.85 + 0.3 * u(rng);
+    s.Record(std::min(speed[t->a], speed[t->b]) * noise);
+    if (++guard > 500) break;
+  }
+  return s.figures();
+}
+
+// Stopping a test once most of its runs agree gives the verdict all runs
+// give, on every draw: the same members named, confirmed and cleared.
+TEST(SlowMemberSearch, StoppingWhenDecidedKeepsEveryVerdict) {
+  int searches = 0, named = 0, early = 0;
+  int64_t runs_early = 0, runs_all = 0;
+  for (uint64_t seed = 1; seed <= 2000; ++seed) {
+    const int members = 4 + static_cast<int>(seed % 6);  // 4..9
+    std::vector<double> speed(members, 10.0);
+    const int m = static_cast<int>(seed / 4) % members;
+    switch (seed % 4) {
+      case 0:  // one slow member
+        speed[m] = 3;
+        break;
+      case 1:  // one member near the first round's limit
+        speed[m] = 6.5;
+        break;
+      case 2:  // two in one first-round pair, the faster near its limit
+        speed[m & ~1] = 3;
+        speed[(m & ~1) + 1 < members ? (m & ~1) + 1 : 0] = 6;
+        break;
+      case 3:  // two in different pairs
+        speed[m] = 3;
+        speed[(m + 2) % members] = 5;
+        break;
+    }
+    const int repeat = 2 + static_cast<int>(seed % 4);  // 2..5
+    const double ratio = seed % 2 ? 0.8 : 0.6;
+    auto a = NoisySearch(speed, ratio, repeat, true, seed);
+    auto b = NoisySearch(speed, ratio, repeat, false, seed);
+    SCOPED_TRACE(testing::Message() << "seed " << seed << "\n  " << a.verdict()
+                                    << "\n  " << b.verdict());
+    ++searches;
+    EXPECT_EQ(std::vector<int>(a.slow().begin(), a.slow().end()),
+              std::vector<int>(b.slow().begin(), b.slow().end()));
+    EXPECT_EQ(std::vector<bool>(a.confirmed().begin(), a.confirmed().end()),
+              std::vector<bool>(b.confirmed().begin(), b.confirmed().end()));
+    EXPECT_EQ(std::vector<std::string>(a.cleared_pairs().begin(),
+                                       a.cleared_pairs().end()),
+              std::vector<std::string>(b.cleared_pairs().begin(),
+                                       b.cleared_pairs().end()));
+    EXPECT_LE(a.tests_size(), b.tests_size());
+    named += b.slow_size() > 0;
+    early += a.tests_size() < b.tests_size();
+    runs_early += a.tests_size();
+    runs_all += b.tests_size();
+  }
+  // The draws cover both kinds of verdict, and early stops happen.
+  EXPECT_GT(named, searches / 2);
+  EXPECT_LT(named, searches);
+  EXPECT_GT(early, searches / 2);
+  EXPECT_LT(runs_early, runs_all);
+}
+
+// 8 members, one slow, no noise: each split and confirmation test is
+// decided by its first two of three runs (13 runs become 10).
+TEST(SlowMemberSearch, AClearVerdictTakesTwoOfThreeRuns) {
+  std::vector<double> speed(8, 10.0);
+  speed[5] = 4.0;
+  for (bool stop : {true, false}) {
+    SlowMemberSearch s(8, 0.8, 3, stop);
+    while (auto t = s.Next()) s.Record(std::min(speed[t->a], speed[t->b]));
+    const auto& f = s.figures();
+    SCOPED_TRACE(f.verdict());
+    ASSERT_EQ(f.slow_size(), 1);
+    EXPECT_EQ(f.slow(0), 5);
+    ASSERT_EQ(f.confirmed_size(), 1);
+    EXPECT_TRUE(f.confirmed(0));
+    EXPECT_EQ(f.tests_size(), stop ? 4 + 2 * 2 + 2 : 4 + 2 * 3 + 3);
+  }
 }
 
 TEST(SlowMemberSearch, RepeatOneIsTheSingleRunSearch) {

@@ -189,7 +189,7 @@ void ConsoleReporter::FindSlowRows(const v1::Result& r) {
       r.case_().spec_name(), f.member_count(), f.members(),
       FormatBytes(r.case_().size_bytes()), f.slow_ratio() * 100,
       f.repeat() > 1 ? absl::StrFormat("; split and confirmation tests run "
-                                       "%d times, the median decides",
+                                       "up to %d times, the median decides",
                                        f.repeat())
                      : "");
   out_ << absl::StrFormat("#%-8s %5s %5s %10s %7s  %s\n", "phase", "a", "b",
