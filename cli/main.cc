@@ -70,8 +70,8 @@ int main(int argc, char** argv) {
   run->add_flag("--nccl-algorithms", run_opts.nccl_algorithms,
                 "Label every result with NCCL's algorithm, protocol and "
                 "channels, read from "
-                "NCCL's tuning log in a one-operation probe launch before the "
-                "measured one");
+                "NCCL's tuning log in a one-operation probe launch before "
+                "each variant's first measured one");
   run->add_option("--rounds", run_opts.rounds,
                   "Run the plan this many times, one job per variant in each "
                   "round (variants A and B run A B A B ...): an interleaved "

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -293,10 +294,12 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases,
   for (Reporter* rep : reporters) rep->End(summary);
   manager.Finish(job_id, failure ? v1::JOB_FAILED : v1::JOB_SUCCEEDED,
                  failure ? *failure : v1::Failure());
-  std::cerr << absl::StrFormat(
-      "ringmaster: job %s %s in %.1f s; results in %s\n", job_id,
-      failure ? "FAILED" : "SUCCEEDED",
-      absl::ToDoubleSeconds(absl::Now() - start), job_dir.string());
+  // A tuning probe keeps no results: its folder holds the launcher's log.
+  std::cerr << absl::StrFormat("ringmaster: job %s %s in %.1f s; %s in %s\n",
+                               job_id, failure ? "FAILED" : "SUCCEEDED",
+                               absl::ToDoubleSeconds(absl::Now() - start),
+                               tuning ? "NCCL's tuning log" : "results",
+                               job_dir.string());
   if (failure) std::cerr << "ringmaster: failure: " << summary.failure << "\n";
   result_of_job.results = std::move(results);
   result_of_job.failed = failure.has_value();
@@ -454,8 +457,10 @@ int RunCommand(const RunOptions& options,
     Error(std::string(store.status().message()));
     return kExitInternal;
   }
-  // NCCL's algorithm choices from tuning probes, keyed by what NCCL logs.
-  NcclChoices tuning;
+  // NCCL's algorithm choices from tuning probes, per variant (a variant's
+  // environment changes what NCCL picks), keyed by what NCCL logs. Each
+  // variant is probed once, before its first job; later rounds reuse it.
+  std::map<std::string, NcclChoices> tuning;
   std::mutex tuning_mu;
   const bool tuning_probe = options.nccl_algorithms && worker_backend == "cuda";
   if (options.nccl_algorithms && !tuning_probe) {
@@ -468,8 +473,10 @@ int RunCommand(const RunOptions& options,
       auto key = NcclTuningKey(r->case_(), r->nranks() > 0 ? r->nranks() : np);
       if (!key) return;
       std::lock_guard<std::mutex> lock(tuning_mu);
-      auto it = tuning.find(*key);
-      if (it == tuning.end()) return;
+      auto choices = tuning.find(r->case_().variant());
+      if (choices == tuning.end()) return;
+      auto it = choices->second.find(*key);
+      if (it == choices->second.end()) return;
       r->set_nccl_algorithm(it->second.algorithm);
       r->set_nccl_protocol(it->second.protocol);
       r->set_nccl_channels(it->second.channels);
@@ -512,10 +519,11 @@ int RunCommand(const RunOptions& options,
         c.set_ceiling_gbps(variant->ceiling_gbps());
       }
     }
-    if (tuning_probe) {
-      // One operation per case with NCCL's tuning log on; the measured job
-      // that follows runs without it. (Per job: the choices are kept for
-      // the variant probed last.)
+    const std::string variant_name = variant ? variant->name() : "";
+    const bool probed = tuning.count(variant_name) > 0;  // added here only
+    if (tuning_probe && !probed) {
+      // One operation per case with NCCL's tuning log on; the measured jobs
+      // of this variant run without it.
       std::vector<v1::Case> probe_cases = vcases;
       for (auto& c : probe_cases) {
         v1::Timing* t = c.mutable_timing();
@@ -530,14 +538,20 @@ int RunCommand(const RunOptions& options,
       {
         ScopedEnv debug("NCCL_DEBUG", "INFO");
         ScopedEnv subsys("NCCL_DEBUG_SUBSYS", "TUNING");
+        NcclChoices* choices;
+        {
+          std::lock_guard<std::mutex> lock(tuning_mu);
+          choices = &tuning[variant_name];  // std::map: the pointer stays
+        }
         JobOutcome p =
-            RunJob(ctx, std::move(probe_cases), variant, &tuning, &tuning_mu);
+            RunJob(ctx, std::move(probe_cases), variant, choices, &tuning_mu);
         internal = internal || p.internal_error;
       }
       std::lock_guard<std::mutex> lock(tuning_mu);
       std::cerr << absl::StrFormat(
-          "ringmaster: NCCL tuning probe: %d choices recorded\n",
-          tuning.size());
+          "ringmaster: NCCL tuning probe%s: %d choices recorded\n",
+          variant ? " of variant " + variant_name : "",
+          tuning[variant_name].size());
     }
     JobOutcome outcome = RunJob(ctx, std::move(vcases), variant);
     failed = failed || outcome.failed;
