@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The bad-node finder on a noisy host: one run per split/confirmation test
-# (repeat 1) against the median of three (repeat 3), side by side in one
+# (repeat 1) against the median of up to three (repeat 3), side by side in one
 # run. 8 host ranks; in each trial one rank (in turn) is slowed 4x by the
 # fault hook, and a second run has no slow rank. SPINNERS busy processes
 # share the cores with the ranks (the noise).
