@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -125,24 +126,35 @@ TEST_F(BeneathTest, RejectsDotDotEvenWhenTheCallerDidNotNormalize) {
 // as fast as it can while this one writes through it: every write either
 // lands under the root or is refused; none lands outside.
 TEST_F(BeneathTest, SymlinkSwapRaceNeverEscapes) {
-  const fs::path b = fs::path(root_) / "a" / "b";
+  const fs::path a = fs::path(root_) / "a";
+  const fs::path b = a / "b";
   fs::create_directories(b);
   std::atomic<bool> stop{false};
   std::atomic<int> swaps{0};
   std::thread swapper([&] {
-    const fs::path old = fs::path(root_) / "a" / "b.old";
-    while (!stop) {
+    // Each round moves whatever "a/b" is to a fresh name, so a folder the
+    // writer re-created meanwhile (create=true) never blocks the next round:
+    // with one fixed name, a single lost race left the swapper stuck with no
+    // swaps at all on a loaded 2-core machine.
+    for (int round = 0; !stop; ++round) {
       std::error_code ec;
+      const fs::path old = a / ("b.old" + std::to_string(round));
       fs::rename(b, old, ec);
       fs::create_directory_symlink(base_ / "outside", b, ec);
       if (!ec) ++swaps;
       std::this_thread::yield();
-      fs::remove(b, ec);  // the link (or a folder just made there)
+      if (fs::is_symlink(b, ec)) fs::remove(b, ec);
       fs::rename(old, b, ec);
     }
   });
+  // At least 2000 writes, and on until the swapper has swapped often enough
+  // for the race to mean something (a loaded machine may start it late).
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
   int written = 0, refused = 0;
-  for (int i = 0; i < 2000; ++i) {
+  for (int i = 0; (i < 2000 || swaps.load() < 100) &&
+                  std::chrono::steady_clock::now() < deadline;
+       ++i) {
     auto dir = OpenDirBeneath(root_, "a/b", /*create=*/true);
     if (!dir.ok()) {
       ++refused;
