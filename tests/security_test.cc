@@ -143,14 +143,17 @@ TEST(S5_path_traversal, NothingLandsOutsideTheResultsRoot) {
   const fs::path swap = root / "swap";
   fs::create_directories(swap);
   std::thread swapper([&] {
-    const fs::path parked = root / "swap.parked";
-    while (!stop) {
+    // A fresh parking name each round: with one fixed name, an export that
+    // re-created "swap" meanwhile left the swapper stuck (rename and link
+    // failing for good), as core/safe_path_test.cc's race once did in CI.
+    for (int round = 0; !stop; ++round) {
       std::error_code ec;
+      const fs::path parked = root / ("swap.parked" + std::to_string(round));
       fs::rename(swap, parked, ec);
       fs::create_directory_symlink(outside, swap, ec);
       if (!ec) ++swaps;
       std::this_thread::sleep_for(std::chrono::microseconds(200));
-      fs::remove(swap, ec);
+      if (fs::is_symlink(swap, ec)) fs::remove(swap, ec);
       fs::rename(parked, swap, ec);
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
