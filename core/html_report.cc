@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/curves.h"
 #include "core/metrics.h"
 #include "core/names.h"
 #include "core/report.h"
@@ -179,21 +180,6 @@ std::string Provenance(const std::vector<v1::Result>& results) {
 
 // ------------------------------------------------------------ collectives
 
-std::string SeriesLabel(const v1::Result& r,
-                        const std::set<std::string>& vary) {
-  const v1::Case& c = r.case_();
-  std::vector<std::string> parts;
-  if (vary.count("spec")) parts.push_back(c.spec_name());
-  if (vary.count("variant"))
-    parts.push_back(c.variant().empty() ? "default" : c.variant());
-  if (vary.count("dtype")) parts.emplace_back(DataTypeName(c.dtype()));
-  if (vary.count("op") && IsReduction(c.collective()))
-    parts.emplace_back(ReduceOpName(c.op()));
-  if (vary.count("place")) parts.push_back(c.in_place() ? "in-place" : "out");
-  if (parts.empty()) parts.push_back(c.spec_name());
-  return absl::StrJoin(parts, " ");
-}
-
 void Collectives(const std::vector<v1::Result>& results,
                  const HtmlReportOptions& o, std::vector<Figure>* figures) {
   struct Group {
@@ -202,6 +188,7 @@ void Collectives(const std::vector<v1::Result>& results,
     int nranks;
     std::vector<const v1::Result*> results;
   };
+  const std::vector<BusbwCurve> curves = BusbwCurves(results);
   std::vector<std::string> order;
   std::map<std::string, Group> groups;
   for (const auto& r : results) {
@@ -252,7 +239,7 @@ void Collectives(const std::vector<v1::Result>& results,
     // the median.
     std::map<std::string, std::map<int64_t, std::vector<double>>> runs;
     for (const v1::Result* r : g.results) {
-      std::string label = SeriesLabel(*r, vary);
+      std::string label = CollectiveSeriesLabel(*r, vary);
       if (!runs.count(label)) series_order.push_back(label);
       runs[label][r->case_().size_bytes()].push_back(r->busbw_gbps());
       sizes.insert(r->case_().size_bytes());
@@ -319,6 +306,37 @@ void Collectives(const std::vector<v1::Result>& results,
       rows.push_back(std::move(row));
     }
     f.table = Table(header, rows);
+    // The curves' shape (core/curves.h): a second table, drops in the
+    // caption.
+    std::vector<std::vector<std::string>> shape;
+    std::vector<std::string> drops;
+    for (const BusbwCurve& c : curves) {
+      if (c.group != key) continue;
+      std::vector<std::string> where;
+      for (const CurveDrop& d : c.drops) {
+        std::string choice = DropChoiceText(d);
+        if (!choice.empty()) choice = ", " + choice;
+        where.push_back(absl::StrFormat(
+            "%s -> %s: %s -> %s GB/s (%+.0f%%%s)", FormatBytes(d.from_size),
+            FormatBytes(d.to_size), Num(d.from_gbps), Num(d.to_gbps),
+            100 * (d.to_gbps / d.from_gbps - 1), choice));
+        drops.push_back(c.series + " " + where.back());
+      }
+      shape.push_back({c.series, Num(c.peak_gbps), FormatBytes(c.peak_size),
+                       FormatBytes(c.half_size), FormatBytes(c.ninety_size),
+                       where.empty() ? "none" : absl::StrJoin(where, "; ")});
+    }
+    if (!shape.empty()) {
+      f.table += Table({"series", "peak busbw (GB/s)", "peak at", "50% at",
+                        "90% at", "drops"},
+                       shape);
+    }
+    if (!drops.empty()) {
+      f.caption += absl::StrFormat(
+          " Busbw drops by %.0f%% or more (outside both 95%% intervals) "
+          "from one size to the next: %s.",
+          100 * kCurveDropShare, absl::StrJoin(drops, "; "));
+    }
     figures->push_back(std::move(f));
   }
 }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/curves.h"
 #include "core/names.h"
 #include "core/stats.h"
 #include "core/training.h"
@@ -907,8 +908,8 @@ std::string RenderSummaries(const std::vector<v1::Result>& results,
   std::string out;
   if (variants) out += "\n" + RenderVariantComparison(results);
   for (const std::string& part :
-       {RenderBenchMatrices(results), RenderNodeSummary(results),
-        RenderTrainScaling(results)}) {
+       {RenderBusbwCurves(results), RenderBenchMatrices(results),
+        RenderNodeSummary(results), RenderTrainScaling(results)}) {
     if (!part.empty()) out += "\n" + part;
   }
   return out;

@@ -146,8 +146,9 @@ std::string RenderNodeSummary(const std::vector<v1::Result>& results,
 std::string BenchLabel(const v1::Case& c);
 
 // What follows the per-result tables: with `variants`, the variant
-// comparison; then the node benchmark matrices, per-node summaries and
-// training scaling tables that apply, each after a blank line.
+// comparison; then the busbw curves' shape (core/curves.h), node benchmark
+// matrices, per-node summaries and training scaling tables that apply,
+// each after a blank line.
 std::string RenderSummaries(const std::vector<v1::Result>& results,
                             bool variants);
 

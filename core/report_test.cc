@@ -150,6 +150,27 @@ TEST(RenderHtmlReport, RepeatedRunsPlotTheirMedian) {
   EXPECT_THAT(html, Not(HasSubstr("133.3")));
 }
 
+// The busbw curve's shape: a table under the plot, a clear drop named in
+// the caption, and the same section in the terminal summaries.
+TEST(RenderHtmlReport, CurveShapeTableAndDropsInTheCaption) {
+  std::vector<v1::Result> results;
+  for (auto [size, bw] : std::vector<std::pair<int64_t, double>>{
+           {1 << 20, 40}, {8 << 20, 60}, {32 << 20, 3}, {128 << 20, 61}}) {
+    v1::Result r = MakeResult(size, false, 1e-3);
+    r.mutable_stats()->set_ci95_half_width_s(1e-5);  // +-1%
+    r.set_busbw_gbps(bw);
+    results.push_back(r);
+  }
+  const std::string html = RenderHtmlReport(results, HtmlReportOptions());
+  EXPECT_THAT(html, HasSubstr("<th>50% at</th>"));
+  EXPECT_THAT(
+      html, HasSubstr("from one size to the next: ar 8 MiB -&gt; "
+                      "32 MiB: 60 -&gt; 3 GB/s (-95%, NCCL RING/LL on both)"));
+  const std::string text = RenderSummaries(results, false);
+  EXPECT_THAT(text, HasSubstr("# busbw curves"));
+  EXPECT_THAT(text, HasSubstr("drop 8 MiB -> 32 MiB: 60 -> 3 GB/s (-95%)"));
+}
+
 TEST(JsonLinesReporter, OneObjectPerLineWithSnakeCaseFields) {
   std::ostringstream out;
   JsonLinesReporter reporter(out);

@@ -1,0 +1,182 @@
+#include "core/curves.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/names.h"
+#include "core/report.h"
+#include "core/stats.h"
+#include "core/units.h"
+
+namespace ringmaster {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::string Choice(const v1::Result& r) {
+  if (r.nccl_algorithm().empty()) return "";
+  return r.nccl_protocol().empty()
+             ? r.nccl_algorithm()
+             : r.nccl_algorithm() + "/" + r.nccl_protocol();
+}
+
+// One measured size of a series, over its runs.
+struct Point {
+  std::vector<double> gbps;
+  double low = kInf;   // the lowest of the runs' interval bounds
+  double high = 0;     // the highest
+  std::string choice;  // the first run's NCCL choice that has one
+};
+
+// busbw is bytes over time, so a relative half-width c of the time's 95%
+// interval maps to [bw / (1 + c), bw / (1 - c)]; no interval (one sample)
+// leaves the point as measured, and c >= 1 leaves no upper bound.
+void AddRun(const v1::Result& r, Point* p) {
+  const double bw = r.busbw_gbps();
+  const double c = RelativeCi(r.stats());
+  const double low = c > 0 ? bw / (1 + c) : bw;
+  const double high = c <= 0 ? bw : c < 1 ? bw / (1 - c) : kInf;
+  p->gbps.push_back(bw);
+  p->low = std::min(p->low, low);
+  p->high = std::max(p->high, high);
+  if (p->choice.empty()) p->choice = Choice(r);
+}
+
+}  // namespace
+
+std::string CollectiveSeriesLabel(const v1::Result& r,
+                                  const std::set<std::string>& vary) {
+  const v1::Case& c = r.case_();
+  std::vector<std::string> parts;
+  if (vary.count("spec")) parts.push_back(c.spec_name());
+  if (vary.count("variant"))
+    parts.push_back(c.variant().empty() ? "default" : c.variant());
+  if (vary.count("dtype")) parts.emplace_back(DataTypeName(c.dtype()));
+  if (vary.count("op") && IsReduction(c.collective()))
+    parts.emplace_back(ReduceOpName(c.op()));
+  if (vary.count("place")) parts.push_back(c.in_place() ? "in-place" : "out");
+  if (parts.empty()) parts.push_back(c.spec_name());
+  return absl::StrJoin(parts, " ");
+}
+
+std::string DropChoiceText(const CurveDrop& d) {
+  if (d.from_choice.empty() && d.to_choice.empty()) return "";
+  if (d.from_choice == d.to_choice)
+    return absl::StrFormat("NCCL %s on both", d.from_choice);
+  return absl::StrFormat("NCCL %s -> %s",
+                         d.from_choice.empty() ? "?" : d.from_choice,
+                         d.to_choice.empty() ? "?" : d.to_choice);
+}
+
+std::vector<BusbwCurve> BusbwCurves(const std::vector<v1::Result>& results) {
+  std::vector<std::string> group_order;
+  std::map<std::string, std::vector<const v1::Result*>> groups;
+  for (const auto& r : results) {
+    const v1::Case& c = r.case_();
+    if (c.bench() != v1::BENCH_COLLECTIVE || r.status() != v1::OK ||
+        r.busbw_gbps() <= 0)
+      continue;
+    std::string key = absl::StrFormat(
+        "%s, %d ranks, %s timing", CollectiveName(c.collective()), r.nranks(),
+        TimingModeName(r.timing_mode()));
+    auto [it, fresh] = groups.try_emplace(key);
+    if (fresh) group_order.push_back(key);
+    it->second.push_back(&r);
+  }
+  std::vector<BusbwCurve> curves;
+  for (const auto& key : group_order) {
+    const auto& members = groups[key];
+    std::map<std::string, std::set<std::string>> values;
+    for (const v1::Result* r : members) {
+      const v1::Case& c = r->case_();
+      values["spec"].insert(c.spec_name());
+      values["variant"].insert(c.variant());
+      values["dtype"].insert(std::string(DataTypeName(c.dtype())));
+      values["op"].insert(std::string(ReduceOpName(c.op())));
+      values["place"].insert(c.in_place() ? "in" : "out");
+    }
+    std::set<std::string> vary;
+    for (const auto& [k, v] : values)
+      if (v.size() > 1) vary.insert(k);
+    std::vector<std::string> series_order;
+    std::map<std::string, std::map<int64_t, Point>> series;
+    for (const v1::Result* r : members) {
+      std::string label = CollectiveSeriesLabel(*r, vary);
+      if (!series.count(label)) series_order.push_back(label);
+      AddRun(*r, &series[label][r->case_().size_bytes()]);
+    }
+    for (const auto& label : series_order) {
+      const auto& points = series[label];  // ascending size
+      if (points.size() < 3) continue;
+      BusbwCurve curve;
+      curve.group = key;
+      curve.series = label;
+      curve.points = static_cast<int>(points.size());
+      std::vector<std::pair<int64_t, double>> median;
+      for (const auto& [size, p] : points) {
+        median.emplace_back(size, Median(p.gbps));
+        if (median.back().second > curve.peak_gbps) {
+          curve.peak_gbps = median.back().second;
+          curve.peak_size = size;
+        }
+      }
+      for (const auto& [size, bw] : median) {
+        if (curve.half_size == 0 && bw >= 0.5 * curve.peak_gbps)
+          curve.half_size = size;
+        if (curve.ninety_size == 0 && bw >= 0.9 * curve.peak_gbps)
+          curve.ninety_size = size;
+      }
+      auto prev = points.begin();
+      for (size_t i = 1; i < median.size(); ++i) {
+        auto next = std::next(prev);
+        const double from = median[i - 1].second, to = median[i].second;
+        if (to <= (1 - kCurveDropShare) * from &&
+            next->second.high < prev->second.low) {
+          curve.drops.push_back({prev->first, next->first, from, to,
+                                 prev->second.choice, next->second.choice});
+        }
+        prev = next;
+      }
+      curves.push_back(std::move(curve));
+    }
+  }
+  return curves;
+}
+
+std::string RenderBusbwCurves(const std::vector<v1::Result>& results) {
+  const std::vector<BusbwCurve> curves = BusbwCurves(results);
+  if (curves.empty()) return "";
+  std::string out = absl::StrFormat(
+      "# busbw curves: the peak, the first size at 50%% and at 90%% of it, "
+      "and drops (%.0f%%+ from one size to the next, outside both 95%% "
+      "intervals)\n",
+      100 * kCurveDropShare);
+  std::string group;
+  for (const BusbwCurve& c : curves) {
+    if (c.group != group) {
+      group = c.group;
+      out += "#   " + group + "\n";
+    }
+    out += absl::StrFormat(
+        "    %-24s peak %9.4g GB/s at %9s   50%% at %9s   90%% at %9s   "
+        "%d sizes%s\n",
+        c.series, c.peak_gbps, FormatBytes(c.peak_size),
+        FormatBytes(c.half_size), FormatBytes(c.ninety_size), c.points,
+        c.drops.empty() ? "" : "  <- drops");
+    for (const CurveDrop& d : c.drops) {
+      std::string choice = DropChoiceText(d);
+      if (!choice.empty()) choice = "; " + choice;
+      out += absl::StrFormat(
+          "      drop %s -> %s: %.4g -> %.4g GB/s (%+.0f%%)%s\n",
+          FormatBytes(d.from_size), FormatBytes(d.to_size), d.from_gbps,
+          d.to_gbps, 100 * (d.to_gbps / d.from_gbps - 1), choice);
+    }
+  }
+  return out;
+}
+
+}  // namespace ringmaster
