@@ -72,26 +72,25 @@ std::string DropChoiceText(const CurveDrop& d) {
                          d.to_choice.empty() ? "?" : d.to_choice);
 }
 
-std::vector<BusbwCurve> BusbwCurves(const std::vector<v1::Result>& results) {
-  std::vector<std::string> group_order;
-  std::map<std::string, std::vector<const v1::Result*>> groups;
+std::vector<CollectiveGroup> GroupCollectiveResults(
+    const std::vector<v1::Result>& results) {
+  std::vector<CollectiveGroup> groups;
+  std::map<std::string, size_t> index;
   for (const auto& r : results) {
     const v1::Case& c = r.case_();
     if (c.bench() != v1::BENCH_COLLECTIVE || r.status() != v1::OK ||
         r.busbw_gbps() <= 0)
       continue;
-    std::string key = absl::StrFormat(
+    std::string title = absl::StrFormat(
         "%s, %d ranks, %s timing", CollectiveName(c.collective()), r.nranks(),
         TimingModeName(r.timing_mode()));
-    auto [it, fresh] = groups.try_emplace(key);
-    if (fresh) group_order.push_back(key);
-    it->second.push_back(&r);
+    auto [it, fresh] = index.try_emplace(title, groups.size());
+    if (fresh) groups.push_back({title, {}, {}});
+    groups[it->second].results.push_back(&r);
   }
-  std::vector<BusbwCurve> curves;
-  for (const auto& key : group_order) {
-    const auto& members = groups[key];
+  for (CollectiveGroup& g : groups) {
     std::map<std::string, std::set<std::string>> values;
-    for (const v1::Result* r : members) {
+    for (const v1::Result* r : g.results) {
       const v1::Case& c = r->case_();
       values["spec"].insert(c.spec_name());
       values["variant"].insert(c.variant());
@@ -99,13 +98,20 @@ std::vector<BusbwCurve> BusbwCurves(const std::vector<v1::Result>& results) {
       values["op"].insert(std::string(ReduceOpName(c.op())));
       values["place"].insert(c.in_place() ? "in" : "out");
     }
-    std::set<std::string> vary;
     for (const auto& [k, v] : values)
-      if (v.size() > 1) vary.insert(k);
+      if (v.size() > 1) g.vary.insert(k);
+  }
+  return groups;
+}
+
+std::vector<BusbwCurve> BusbwCurves(const std::vector<v1::Result>& results) {
+  std::vector<BusbwCurve> curves;
+  for (const CollectiveGroup& g : GroupCollectiveResults(results)) {
+    const std::string& key = g.title;
     std::vector<std::string> series_order;
     std::map<std::string, std::map<int64_t, Point>> series;
-    for (const v1::Result* r : members) {
-      std::string label = CollectiveSeriesLabel(*r, vary);
+    for (const v1::Result* r : g.results) {
+      std::string label = CollectiveSeriesLabel(*r, g.vary);
       if (!series.count(label)) series_order.push_back(label);
       AddRun(*r, &series[label][r->case_().size_bytes()]);
     }

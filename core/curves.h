@@ -57,6 +57,18 @@ std::string DropChoiceText(const CurveDrop& drop);
 // The terminal section: one line per curve. Empty when there is no curve.
 std::string RenderBusbwCurves(const std::vector<v1::Result>& results);
 
+// Collective results that draw busbw curves (OK, busbw > 0), grouped by
+// collective, rank count and timing mode in the order first seen.
+struct CollectiveGroup {
+  std::string title;  // "all_reduce, 2 ranks, pipelined timing"
+  std::vector<const v1::Result*> results;
+  // What differs inside the group: "spec", "variant", "dtype", "op",
+  // "place" (CollectiveSeriesLabel's `vary`).
+  std::set<std::string> vary;
+};
+std::vector<CollectiveGroup> GroupCollectiveResults(
+    const std::vector<v1::Result>& results);
+
 // A series name from what varies inside its group ("spec", "variant",
 // "dtype", "op", "place"); the spec name when nothing does.
 std::string CollectiveSeriesLabel(const v1::Result& r,

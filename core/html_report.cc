@@ -182,47 +182,12 @@ std::string Provenance(const std::vector<v1::Result>& results) {
 
 void Collectives(const std::vector<v1::Result>& results,
                  const HtmlReportOptions& o, std::vector<Figure>* figures) {
-  struct Group {
-    std::string title;
-    v1::Collective collective;
-    int nranks;
-    std::vector<const v1::Result*> results;
-  };
   const std::vector<BusbwCurve> curves = BusbwCurves(results);
-  std::vector<std::string> order;
-  std::map<std::string, Group> groups;
-  for (const auto& r : results) {
-    const v1::Case& c = r.case_();
-    if (c.bench() != v1::BENCH_COLLECTIVE || r.status() != v1::OK ||
-        r.busbw_gbps() <= 0)
-      continue;
-    std::string key = absl::StrFormat(
-        "%s, %d ranks, %s timing", CollectiveName(c.collective()), r.nranks(),
-        TimingModeName(r.timing_mode()));
-    auto [it, fresh] = groups.try_emplace(key);
-    if (fresh) {
-      order.push_back(key);
-      it->second.title = key;
-      it->second.collective = c.collective();
-      it->second.nranks = r.nranks();
-    }
-    it->second.results.push_back(&r);
-  }
-  for (const auto& key : order) {
-    const Group& g = groups[key];
-    // Label series by what differs inside the group.
-    std::map<std::string, std::set<std::string>> values;
-    for (const v1::Result* r : g.results) {
-      const v1::Case& c = r->case_();
-      values["spec"].insert(c.spec_name());
-      values["variant"].insert(c.variant());
-      values["dtype"].insert(std::string(DataTypeName(c.dtype())));
-      values["op"].insert(std::string(ReduceOpName(c.op())));
-      values["place"].insert(c.in_place() ? "in" : "out");
-    }
-    std::set<std::string> vary;
-    for (const auto& [k, v] : values)
-      if (v.size() > 1) vary.insert(k);
+  for (const CollectiveGroup& g : GroupCollectiveResults(results)) {
+    const std::string& key = g.title;
+    const v1::Collective collective = g.results[0]->case_().collective();
+    const int nranks = g.results[0]->nranks();
+    const std::set<std::string>& vary = g.vary;  // label by what differs
     LinePlot plot;
     plot.title = "busbw: " + g.title;
     plot.x_label = "message size";
@@ -259,21 +224,21 @@ void Collectives(const std::vector<v1::Result>& results,
     std::vector<std::map<int64_t, double>> predicted;
     for (const v1::Topology& t : o.topologies) {
       const int gpus = t.node().gpus();
-      if (gpus <= 0 || !(g.nranks < gpus || g.nranks % gpus == 0)) continue;
+      if (gpus <= 0 || !(nranks < gpus || nranks % gpus == 0)) continue;
       // The ranks as whole nodes of the system, or as part of one.
       v1::Topology system = t;
-      if (g.nranks < gpus) system.mutable_node()->set_gpus(g.nranks);
-      const int nodes = std::max(1, g.nranks / gpus);
+      if (nranks < gpus) system.mutable_node()->set_gpus(nranks);
+      const int nodes = std::max(1, nranks / gpus);
       LineSeries s;
-      s.name = g.nranks < gpus
+      s.name = nranks < gpus
                    ? absl::StrFormat("predicted (%s, %d of its %d GPUs)",
-                                     t.id(), g.nranks, gpus)
+                                     t.id(), nranks, gpus)
                    : absl::StrFormat("predicted (%s, %d node%s)", t.id(), nodes,
                                      nodes == 1 ? "" : "s");
       s.dashed = true;
       std::map<int64_t, double> values;
       for (int64_t size : sizes) {
-        auto p = PredictCollective(system, nodes, g.collective, size);
+        auto p = PredictCollective(system, nodes, collective, size);
         if (!p.ok() || p->busbw_gbps <= 0) continue;
         values[size] = p->busbw_gbps;
         s.points.emplace_back(static_cast<double>(size), p->busbw_gbps);
