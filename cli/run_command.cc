@@ -3,7 +3,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -80,6 +82,49 @@ struct JobContext {
   const v1::Plan& plan;
   std::vector<std::string> command_line;
 };
+
+// Ctrl-C, SIGTERM and SIGHUP cancel the running job and end the run after
+// it. The job's processes live in a session of their own (the launcher's
+// setsid), so the terminal's SIGINT never reaches them, and a run that
+// simply died left mpirun and its ranks running until their reports to the
+// gone coordinator gave up (60 s; spinning in MPI meanwhile). A watcher
+// thread takes the signals, blocked in every other thread (children get
+// them back: coordinator/launcher.cc); a second signal ends the run at
+// once. SIGPIPE is ignored: a closed standard output (`run | head`) must
+// not kill the run with its ranks either; the run goes on and keeps every
+// result in its folder.
+std::atomic<int> g_stop_signal{0};
+
+void WatchSignals() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    std::thread([set] {
+      int sig = 0;
+      if (sigwait(&set, &sig) != 0) return;
+      g_stop_signal = sig;
+      if (sigwait(&set, &sig) != 0) return;
+      // The second one: its default action, now.
+      signal(sig, SIG_DFL);
+      pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+      raise(sig);
+    }).detach();
+  });
+}
+
+// Once standard output is closed, says so on standard error (once).
+void NoteClosedStdout(const std::string& where) {
+  static bool noted = false;
+  if (std::cout || noted) return;
+  noted = true;
+  std::cerr << "ringmaster: standard output is closed; the run goes on and "
+               "keeps its results in "
+            << where << "\n";
+}
 
 struct JobOutcome {
   std::vector<v1::Result> results;
@@ -242,6 +287,7 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases,
       begin();
       for (Reporter* rep : reporters) rep->Report(ev->result);
       std::cout.flush();
+      NoteClosedStdout(options.out_dir);
       last_output = absl::Now();
       if (progress) {
         progress->Update(static_cast<int64_t>(results.size()),
@@ -251,8 +297,19 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases,
   };
 
   std::optional<Outcome> outcome;
+  bool cancel_sent = false;
   while (!(outcome = supervisor.Poll())) {
     drain(absl::Milliseconds(100));
+    if (const int sig = g_stop_signal.load(); sig != 0 && !cancel_sent) {
+      cancel_sent = true;
+      if (progress) progress->Clear();
+      std::cerr << absl::StrFormat(
+          "ringmaster: %s: cancelling job %s (its processes get SIGTERM, "
+          "then SIGKILL); the results so far are kept. Again to exit at "
+          "once.\n",
+          strsignal(sig), job_id);
+      (void)manager.RequestCancel(job_id);
+    }
     absl::Time now = absl::Now();
     if (progress) {
       // Between results: the ranks' heartbeats say which case runs.
@@ -289,18 +346,29 @@ JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases,
 
   RunSummary summary = Summarize(results);
   summary.succeeded = !failure.has_value();
-  if (failure) summary.failure = DescribeFailure(*failure);
+  summary.cancelled = outcome->state == v1::JOB_CANCELLED;
+  if (summary.cancelled) {
+    summary.failure = absl::StrFormat(
+        "stopped by %s after %d of %d cases",
+        g_stop_signal != 0 ? strsignal(g_stop_signal.load()) : "request",
+        results.size(), cases.size());
+  } else if (failure) {
+    summary.failure = DescribeFailure(*failure);
+  }
   begin();
   for (Reporter* rep : reporters) rep->End(summary);
   manager.Finish(job_id, failure ? v1::JOB_FAILED : v1::JOB_SUCCEEDED,
                  failure ? *failure : v1::Failure());
   // A tuning probe keeps no results: its folder holds the launcher's log.
-  std::cerr << absl::StrFormat("ringmaster: job %s %s in %.1f s; %s in %s\n",
-                               job_id, failure ? "FAILED" : "SUCCEEDED",
-                               absl::ToDoubleSeconds(absl::Now() - start),
-                               tuning ? "NCCL's tuning log" : "results",
-                               job_dir.string());
-  if (failure) std::cerr << "ringmaster: failure: " << summary.failure << "\n";
+  std::cerr << absl::StrFormat(
+      "ringmaster: job %s %s in %.1f s; %s in %s\n", job_id,
+      summary.cancelled ? "CANCELLED"
+      : failure         ? "FAILED"
+                        : "SUCCEEDED",
+      absl::ToDoubleSeconds(absl::Now() - start),
+      tuning ? "NCCL's tuning log" : "results", job_dir.string());
+  if (failure && !summary.cancelled)
+    std::cerr << "ringmaster: failure: " << summary.failure << "\n";
   result_of_job.results = std::move(results);
   result_of_job.failed = failure.has_value();
   return result_of_job;
@@ -444,7 +512,9 @@ int RunCommand(const RunOptions& options,
     cases = std::move(*expanded);
   }
 
-  // 2. Durable store and the embedded coordinator.
+  // 2. Durable store and the embedded coordinator (and before any of their
+  // threads start, the signal watcher).
+  WatchSignals();
   std::error_code ec;
   fs::create_directories(options.out_dir, ec);
   if (ec) {
@@ -507,6 +577,7 @@ int RunCommand(const RunOptions& options,
   std::vector<v1::Result> all;
   bool failed = false, internal = false;
   for (const auto& [round, variant] : jobs) {
+    if (g_stop_signal != 0) break;
     if (rounds > 1) {
       std::cerr << absl::StrFormat(
           "ringmaster: round %d of %d%s\n", round + 1, rounds,
@@ -574,6 +645,10 @@ int RunCommand(const RunOptions& options,
                             "ringmaster: %d rounds in %s (%d jobs): a baseline "
                             "for ringmaster compare %s NEW\n",
                             rounds, out, jobs.size(), out));
+  }
+  if (const int sig = g_stop_signal.load(); sig != 0) {
+    std::cerr << absl::StrFormat("ringmaster: stopped by %s\n", strsignal(sig));
+    return 128 + sig;
   }
   if (internal) return kExitInternal;
   return failed ? kExitJobFailed : kExitOk;

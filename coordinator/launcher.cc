@@ -244,6 +244,23 @@ std::string ResolveProgram(const std::string& program) {
   return "";
 }
 
+// The signals a launching process may block or ignore (`serve` and `run`
+// take SIGINT/SIGTERM/SIGHUP with sigwait; `run` ignores SIGPIPE). Both
+// the blocked mask and ignored dispositions survive execve, so launched
+// programs get them back: otherwise mpirun would never see the SIGTERM of
+// a cancel, only the SIGKILL after it.
+constexpr int kInheritedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT};
+
+// In a forked child before execve: async-signal-safe calls only.
+void ResetSignalsInChild() {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig : kInheritedSignals) sigaction(sig, &dfl, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
 // fork + setrlimit + execve (posix_spawn cannot set limits). Between fork
 // and execve only async-signal-safe calls. Returns the pid, or -errno.
 pid_t ForkWithLimits(const std::string& path, char* const* argv,
@@ -265,6 +282,7 @@ pid_t ForkWithLimits(const std::string& path, char* const* argv,
   if (pid < 0) return -errno;
   if (pid == 0) {
     setsid();
+    ResetSignalsInChild();
     dup2(out_fd, STDOUT_FILENO);
     dup2(err_fd, STDERR_FILENO);
     int null_fd = open("/dev/null", O_RDONLY);
@@ -299,7 +317,15 @@ int SpawnPlain(char* const* argv, char* const* envp, int out_fd, int err_fd,
                                    O_RDONLY, 0);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+  // As ResetSignalsInChild: an empty mask, default dispositions.
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int sig : kInheritedSignals) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
+                                      POSIX_SPAWN_SETSIGDEF);
   int rc = posix_spawnp(pid, argv[0], &actions, &attr, argv, envp);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);

@@ -300,7 +300,8 @@ void ConsoleReporter::End(const RunSummary& summary) {
   if (summary.succeeded) {
     out_ << "# status: SUCCEEDED\n";
   } else {
-    out_ << "# status: FAILED: " << summary.failure << "\n";
+    out_ << "# status: " << (summary.cancelled ? "CANCELLED: " : "FAILED: ")
+         << summary.failure << "\n";
   }
   out_.flush();
 }

@@ -25,7 +25,8 @@ struct RunContext {
 
 struct RunSummary {
   bool succeeded = false;
-  std::string failure;  // one line; empty on success
+  bool cancelled = false;  // stopped on request (a signal to `run`)
+  std::string failure;     // one line; empty on success
   int results = 0;
   int failed_results = 0;
   int skipped_results = 0;       // SKIPPED: not run here, not failures

@@ -441,6 +441,63 @@ cases:
   EXPECT_EQ(ProcessesMentioning(job), 0);
 }
 
+// Ctrl-C on `ringmaster run` (SIGINT to its process group, as a terminal
+// sends it): the job's processes live in a session of their own, so the
+// run must stop them itself, keep what it measured and exit 130. Before,
+// the run died and left mpirun and the ranks spinning for a minute.
+TEST_F(RunTest, InterruptCancelsTheJobKeepsItsResultsAndLeavesNothing) {
+  std::ofstream(plan_) << R"(name: long
+cases:
+  - name: ar
+    collective: all_reduce
+    sizes: {min: 8B, max: 64KiB, factor: 2}
+    timing: {min_samples: 50, max_samples: 50, max_time: 10s}
+)";
+  std::mutex mu;
+  std::string out, err;
+  auto child = ChildProcess::Spawn(
+      {std::string(RINGMASTER_BIN_DIR) + "/ringmaster", "run", plan_, "--np",
+       "2", "--backend", "host", "--out", (dir_ / "r").string(), "--quiet"},
+      [&](std::string_view line, bool is_err) {
+        std::lock_guard<std::mutex> lock(mu);
+        (is_err ? err : out).append(line.data(), line.size()).append("\n");
+      });
+  ASSERT_TRUE(child.ok());
+  // Wait for the first result row, so the job is mid-run.
+  std::string job;
+  for (int i = 0; i < 3000; ++i) {
+    usleep(10000);
+    std::lock_guard<std::mutex> lock(mu);
+    Outcome o;
+    o.err = err;
+    job = JobId(o);
+    if (!job.empty() && absl::StrContains(out, " float32 ")) break;
+  }
+  ASSERT_FALSE(job.empty()) << err;
+  ASSERT_GT(ProcessesMentioning(job), 0);
+  ASSERT_EQ(kill(-(*child)->pid(), SIGINT), 0);
+  auto sent = std::chrono::steady_clock::now();
+  std::optional<int> status;
+  while (!(status = (*child)->Poll())) usleep(10000);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - sent)
+          .count();
+  (*child)->JoinReaders();
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 130)
+      << DescribeWaitStatus(*status) << "\n"
+      << err;
+  EXPECT_EQ(ProcessesMentioning(job), 0);
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_THAT(err, HasSubstr("cancelling job " + job));
+  EXPECT_THAT(out, HasSubstr("# status: CANCELLED: stopped by Interrupt"));
+  // What was measured before the signal is in the store.
+  std::ifstream jsonl(dir_ / "r" / job / "results.jsonl");
+  int rows = 0;
+  for (std::string line; std::getline(jsonl, line);) rows += !line.empty();
+  EXPECT_GT(rows, 0);
+}
+
 TEST_F(RunTest, RankExitingWithAnErrorCodeIsNamed) {
   Outcome o = RunRingmaster({"run", plan_, "--np", "2", "--backend", "host",
                              "--out", (dir_ / "r").string(), "--quiet"},
