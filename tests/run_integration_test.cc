@@ -392,15 +392,17 @@ int WorkerPid(const std::string& job, int rank) {
   return -1;
 }
 
-TEST_F(RunTest, RankKilledFromOutsideFailsWithinTenSeconds) {
-  // A plan long enough to be caught mid-run.
-  std::ofstream(plan_) << R"(name: long
+// A plan long enough to be caught mid-run.
+constexpr char kLongPlan[] = R"(name: long
 cases:
   - name: ar
     collective: all_reduce
     sizes: {min: 8B, max: 64KiB, factor: 2}
     timing: {min_samples: 50, max_samples: 50, max_time: 10s}
 )";
+
+TEST_F(RunTest, RankKilledFromOutsideFailsWithinTenSeconds) {
+  std::ofstream(plan_) << kLongPlan;
   std::mutex mu;
   std::string err;
   auto child = ChildProcess::Spawn(
@@ -446,13 +448,7 @@ cases:
 // run must stop them itself, keep what it measured and exit 130. Before,
 // the run died and left mpirun and the ranks spinning for a minute.
 TEST_F(RunTest, InterruptCancelsTheJobKeepsItsResultsAndLeavesNothing) {
-  std::ofstream(plan_) << R"(name: long
-cases:
-  - name: ar
-    collective: all_reduce
-    sizes: {min: 8B, max: 64KiB, factor: 2}
-    timing: {min_samples: 50, max_samples: 50, max_time: 10s}
-)";
+  std::ofstream(plan_) << kLongPlan;
   std::mutex mu;
   std::string out, err;
   auto child = ChildProcess::Spawn(
