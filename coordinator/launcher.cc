@@ -247,8 +247,8 @@ std::string ResolveProgram(const std::string& program) {
 // The signals a launching process may block or ignore (`serve` and `run`
 // take SIGINT/SIGTERM/SIGHUP with sigwait; `run` ignores SIGPIPE). Both
 // the blocked mask and ignored dispositions survive execve, so launched
-// programs get them back: otherwise mpirun would never see the SIGTERM of
-// a cancel, only the SIGKILL after it.
+// programs get them back: otherwise mpirun would start with SIGTERM blocked
+// and a cancel's SIGTERM could not reach it before the SIGKILL after it.
 constexpr int kInheritedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT};
 
 // In a forked child before execve: async-signal-safe calls only.
