@@ -63,6 +63,13 @@ std::string CollectiveSeriesLabel(const v1::Result& r,
   return absl::StrJoin(parts, " ");
 }
 
+std::string DropSpanText(const CurveDrop& d) {
+  return absl::StrFormat("%s -> %s: %.4g -> %.4g GB/s (%+.0f%%",
+                         FormatBytes(d.from_size), FormatBytes(d.to_size),
+                         d.from_gbps, d.to_gbps,
+                         100 * (d.to_gbps / d.from_gbps - 1));
+}
+
 std::string DropChoiceText(const CurveDrop& d) {
   if (d.from_choice.empty() && d.to_choice.empty()) return "";
   if (d.from_choice == d.to_choice)
@@ -107,7 +114,6 @@ std::vector<CollectiveGroup> GroupCollectiveResults(
 std::vector<BusbwCurve> BusbwCurves(const std::vector<v1::Result>& results) {
   std::vector<BusbwCurve> curves;
   for (const CollectiveGroup& g : GroupCollectiveResults(results)) {
-    const std::string& key = g.title;
     std::vector<std::string> series_order;
     std::map<std::string, std::map<int64_t, Point>> series;
     for (const v1::Result* r : g.results) {
@@ -119,33 +125,37 @@ std::vector<BusbwCurve> BusbwCurves(const std::vector<v1::Result>& results) {
       const auto& points = series[label];  // ascending size
       if (points.size() < 3) continue;
       BusbwCurve curve;
-      curve.group = key;
+      curve.group = g.title;
       curve.series = label;
       curve.points = static_cast<int>(points.size());
-      std::vector<std::pair<int64_t, double>> median;
-      for (const auto& [size, p] : points) {
-        median.emplace_back(size, Median(p.gbps));
-        if (median.back().second > curve.peak_gbps) {
-          curve.peak_gbps = median.back().second;
-          curve.peak_size = size;
+      struct Measured {
+        int64_t size;
+        double gbps;  // the median of the point's runs
+        const Point* point;
+      };
+      std::vector<Measured> m;
+      for (const auto& [size, p] : points)
+        m.push_back({size, Median(p.gbps), &p});
+      for (const Measured& x : m) {
+        if (x.gbps > curve.peak_gbps) {
+          curve.peak_gbps = x.gbps;
+          curve.peak_size = x.size;
         }
       }
-      for (const auto& [size, bw] : median) {
-        if (curve.half_size == 0 && bw >= 0.5 * curve.peak_gbps)
-          curve.half_size = size;
-        if (curve.ninety_size == 0 && bw >= 0.9 * curve.peak_gbps)
-          curve.ninety_size = size;
+      for (const Measured& x : m) {
+        if (curve.half_size == 0 && x.gbps >= 0.5 * curve.peak_gbps)
+          curve.half_size = x.size;
+        if (curve.ninety_size == 0 && x.gbps >= 0.9 * curve.peak_gbps)
+          curve.ninety_size = x.size;
       }
-      auto prev = points.begin();
-      for (size_t i = 1; i < median.size(); ++i) {
-        auto next = std::next(prev);
-        const double from = median[i - 1].second, to = median[i].second;
-        if (to <= (1 - kCurveDropShare) * from &&
-            next->second.high < prev->second.low) {
-          curve.drops.push_back({prev->first, next->first, from, to,
-                                 prev->second.choice, next->second.choice});
+      for (size_t i = 1; i < m.size(); ++i) {
+        const Measured& a = m[i - 1];
+        const Measured& b = m[i];
+        if (b.gbps <= (1 - kCurveDropShare) * a.gbps &&
+            b.point->high < a.point->low) {
+          curve.drops.push_back({a.size, b.size, a.gbps, b.gbps,
+                                 a.point->choice, b.point->choice});
         }
-        prev = next;
       }
       curves.push_back(std::move(curve));
     }
@@ -176,10 +186,7 @@ std::string RenderBusbwCurves(const std::vector<v1::Result>& results) {
     for (const CurveDrop& d : c.drops) {
       std::string choice = DropChoiceText(d);
       if (!choice.empty()) choice = "; " + choice;
-      out += absl::StrFormat(
-          "      drop %s -> %s: %.4g -> %.4g GB/s (%+.0f%%)%s\n",
-          FormatBytes(d.from_size), FormatBytes(d.to_size), d.from_gbps,
-          d.to_gbps, 100 * (d.to_gbps / d.from_gbps - 1), choice);
+      out += "      drop " + DropSpanText(d) + ")" + choice + "\n";
     }
   }
   return out;

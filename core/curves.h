@@ -50,6 +50,10 @@ struct BusbwCurve {
 // by their median busbw, and their interval spans all of theirs.
 std::vector<BusbwCurve> BusbwCurves(const std::vector<v1::Result>& results);
 
+// "8 MiB -> 32 MiB: 60 -> 3 GB/s (-95%": the drop's sizes, busbw and
+// change, its parenthesis left open for what a view adds.
+std::string DropSpanText(const CurveDrop& drop);
+
 // What NCCL chose on the drop's two sides: "NCCL Ring/LL128 -> Ring/Simple",
 // "NCCL Ring/Simple on both", or empty when the results carry no choice.
 std::string DropChoiceText(const CurveDrop& drop);

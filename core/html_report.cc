@@ -184,7 +184,6 @@ void Collectives(const std::vector<v1::Result>& results,
                  const HtmlReportOptions& o, std::vector<Figure>* figures) {
   const std::vector<BusbwCurve> curves = BusbwCurves(results);
   for (const CollectiveGroup& g : GroupCollectiveResults(results)) {
-    const std::string& key = g.title;
     const v1::Collective collective = g.results[0]->case_().collective();
     const int nranks = g.results[0]->nranks();
     const std::set<std::string>& vary = g.vary;  // label by what differs
@@ -276,15 +275,12 @@ void Collectives(const std::vector<v1::Result>& results,
     std::vector<std::vector<std::string>> shape;
     std::vector<std::string> drops;
     for (const BusbwCurve& c : curves) {
-      if (c.group != key) continue;
+      if (c.group != g.title) continue;
       std::vector<std::string> where;
       for (const CurveDrop& d : c.drops) {
         std::string choice = DropChoiceText(d);
         if (!choice.empty()) choice = ", " + choice;
-        where.push_back(absl::StrFormat(
-            "%s -> %s: %s -> %s GB/s (%+.0f%%%s)", FormatBytes(d.from_size),
-            FormatBytes(d.to_size), Num(d.from_gbps), Num(d.to_gbps),
-            100 * (d.to_gbps / d.from_gbps - 1), choice));
+        where.push_back(DropSpanText(d) + choice + ")");
         drops.push_back(c.series + " " + where.back());
       }
       shape.push_back({c.series, Num(c.peak_gbps), FormatBytes(c.peak_size),
