@@ -1,21 +1,24 @@
 // The seam between the case runner and what moves the bytes.
 //
 // A CollectiveBackend measures one collective configuration at a time on
-// this rank; a Control is the out-of-band channel ranks use to agree on
-// sample counts and to combine figures (MPI in production, a fake in tests).
-// Both are used from one thread (the worker's main thread).
+// this rank, used from one thread (the worker's main thread). Ranks agree
+// on sample counts through a Control (comm/control.h).
 #ifndef RINGMASTER_BACKENDS_BACKEND_H_
 #define RINGMASTER_BACKENDS_BACKEND_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "comm/control.h"
 #include "ringmaster/v1/plan.pb.h"
 
 namespace ringmaster {
+
+class HostComm;
 
 // One collective configuration. Plain data for the hot path.
 struct CollectiveConfig {
@@ -71,26 +74,18 @@ class CollectiveBackend {
   // Refills the buffers with the verification pattern, runs one operation
   // and returns how many elements of this rank's output are wrong.
   virtual absl::StatusOr<int64_t> Verify() = 0;
-};
 
-// Collective control operations over all ranks; every rank must call each
-// method in the same order.
-class Control {
- public:
-  virtual ~Control() = default;
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
-  virtual absl::Status Barrier() = 0;
-  virtual absl::StatusOr<double> Max(double value) = 0;
-  virtual absl::StatusOr<int64_t> Sum(int64_t value) = 0;
-  // Element-wise maximum over ranks, in place.
-  virtual absl::Status MaxVector(std::vector<double>* values) = 0;
-  // Every rank's value, on every rank, indexed by rank.
-  virtual absl::StatusOr<std::vector<double>> AllGather(double value) = 0;
-  virtual absl::StatusOr<std::vector<std::string>> AllGatherStrings(
-      const std::string& value) = 0;
-  // Copies `bytes` bytes from `root`'s `data` into every rank's `data`.
-  virtual absl::Status Broadcast(void* data, int64_t bytes, int root) = 0;
+  // A backend over the first ranks of this one (a ladder rung). Collective
+  // over every rank of this backend; members (`member`, a prefix of the
+  // ranks) pass their sub-communicator `member_comm` (comm/host_comm.h;
+  // nullptr on the others) and get a backend, the others nullptr.
+  // `setup_s` (optional) receives the seconds its communicator took.
+  virtual absl::StatusOr<std::unique_ptr<CollectiveBackend>> Split(
+      bool member, HostComm* member_comm, double* setup_s) = 0;
+
+  // Seconds the communicator's creation took: 0 where there is none to
+  // create, or until it exists (it may be created on first use).
+  virtual double CommSetupSeconds() const { return 0; }
 };
 
 }  // namespace ringmaster

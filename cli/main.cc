@@ -80,11 +80,20 @@ int main(int argc, char** argv) {
                   "plan without variants")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  run->add_option("--worker", run_opts.worker,
+                  "The worker binary to launch (default: ringmaster-worker "
+                  "beside this one); a worker built with benchmark kinds of "
+                  "its own runs plans that name them")
+      ->check(CLI::ExistingFile);
 
-  std::string validate_path;
+  std::string validate_path, validate_worker;
   auto* validate = app.add_subcommand(
       "validate", "Check a plan and print its expansion; runs nothing");
   validate->add_option("plan", validate_path, "Plan file (YAML)")->required();
+  validate->add_option("--worker", validate_worker,
+                       "The worker whose benchmark kinds the plan may name "
+                       "(default: ringmaster-worker beside this one)")
+      ->check(CLI::ExistingFile);
 
   auto* version = app.add_subcommand("version", "Print the version and build");
 
@@ -516,7 +525,8 @@ int main(int argc, char** argv) {
               << ringmaster::GitSha() << ")\n";
     return 0;
   }
-  if (validate->parsed()) return ringmaster::ValidateCommand(validate_path);
+  if (validate->parsed())
+    return ringmaster::ValidateCommand(validate_path, validate_worker);
   if (report->parsed()) return ringmaster::ReportCommand(report_opts);
   if (compare->parsed()) return ringmaster::CompareCommand(compare_opts);
   if (verdict->parsed()) return ringmaster::VerdictCommand(verdict_opts);

@@ -12,14 +12,18 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cli/progress_display.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/launcher.h"
+#include "coordinator/plan_jobs.h"
 #include "coordinator/server.h"
 #include "coordinator/store.h"
 #include "coordinator/supervisor.h"
@@ -153,225 +157,282 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-// Launches one job (the plan's cases under one variant) and follows it to
-// its end.
-// With `tuning`, the job is an NCCL tuning probe: nothing is printed or
-// written but the launcher log, and NCCL's choices are collected there.
-JobOutcome RunJob(JobContext& ctx, std::vector<v1::Case> cases,
-                  const v1::Variant* variant, NcclChoices* tuning = nullptr,
-                  std::mutex* tuning_mu = nullptr) {
-  JobOutcome result_of_job;
-  const RunOptions& options = ctx.options;
-  JobManager& manager = ctx.manager;
-  const int np = ctx.np;
-  const std::string& worker = ctx.worker;
-  const std::string& worker_backend = ctx.worker_backend;
-  const std::string& address = ctx.address;
-  const v1::Plan* plan = &ctx.plan;
-  std::vector<std::unique_ptr<ScopedEnv>> variant_env;
-  if (variant) {
-    for (const auto& [k, v] : variant->env())
-      variant_env.push_back(std::make_unique<ScopedEnv>(k, v));
-  }
-  auto job = manager.CreateJob(*plan, cases, np, ctx.command_line);
+// One job of the run, from creation to its end: its folder and reporters,
+// the launch, the watch loop (results as they arrive, progress, Ctrl-C),
+// the reaping and the summary. With `tuning`, the job is an NCCL tuning
+// probe: nothing is printed or written but the launcher log, and NCCL's
+// choices are collected there.
+class JobRun {
+ public:
+  JobRun(JobContext& ctx, const PlannedJob& planned, NcclChoices* tuning,
+         std::mutex* tuning_mu)
+      : ctx_(ctx),
+        planned_(planned),
+        cases_(planned.job.cases().begin(), planned.job.cases().end()),
+        tuning_(tuning),
+        tuning_mu_(tuning_mu) {}
+
+  JobOutcome Run();
+
+ private:
+  bool Create();
+  bool Launch();
+  void Begin();
+  void Drain(absl::Duration wait);
+  void ShowProgress(absl::Time now);
+  void Watch();
+  void End();
+
+  JobContext& ctx_;
+  const PlannedJob& planned_;
+  std::vector<v1::Case> cases_;
+  NcclChoices* tuning_;
+  std::mutex* tuning_mu_;
+  JobOutcome outcome_;
+  std::string job_id_;
+  fs::path job_dir_;
+  std::ofstream jsonl_file_, csv_file_;
+  std::unique_ptr<ConsoleReporter> console_;
+  std::unique_ptr<JsonLinesReporter> jsonl_;
+  std::unique_ptr<CsvReporter> csv_;
+  std::vector<Reporter*> reporters_;
+  std::unique_ptr<JobSupervisor> supervisor_;
+  absl::Time start_;
+  absl::Time last_output_;
+  std::vector<v1::Result> results_;
+  bool begun_ = false;
+  std::optional<ProgressDisplay> progress_;
+  std::optional<Outcome> end_;
+};
+
+// The job in the store, its folder, and the reporters writing into it.
+bool JobRun::Create() {
+  v1::Job spec = planned_.job;
+  for (const auto& a : ctx_.command_line) spec.add_command_line(a);
+  bool duplicate = false;
+  auto job = ctx_.manager.CreateJob(std::move(spec), &duplicate);
   if (!job.ok()) {
     Error(std::string(job.status().message()));
-    result_of_job.internal_error = true;
-    return result_of_job;
+    outcome_.internal_error = true;
+    return false;
   }
-  const std::string job_id = job->job_id();
+  job_id_ = job->job_id();
   std::error_code ec;
-  fs::path job_dir = fs::path(options.out_dir) / job_id;
-  fs::create_directories(job_dir, ec);
+  job_dir_ = fs::path(ctx_.options.out_dir) / job_id_;
+  fs::create_directories(job_dir_, ec);
   if (ec) {
-    Error(job_dir.string() + ": " + ec.message());
-    result_of_job.internal_error = true;
-    return result_of_job;
+    Error(job_dir_.string() + ": " + ec.message());
+    outcome_.internal_error = true;
+    return false;
   }
-
-  std::ofstream jsonl_file, csv_file;
-  if (!tuning) {
-    jsonl_file.open(job_dir / "results.jsonl");
-    csv_file.open(job_dir / "results.csv");
+  if (!tuning_) {
+    jsonl_file_.open(job_dir_ / "results.jsonl");
+    csv_file_.open(job_dir_ / "results.csv");
+    console_ = std::make_unique<ConsoleReporter>(std::cout);
+    jsonl_ = std::make_unique<JsonLinesReporter>(jsonl_file_);
+    csv_ = std::make_unique<CsvReporter>(csv_file_);
+    reporters_ = {console_.get(), jsonl_.get(), csv_.get()};
   }
-  ConsoleReporter console(std::cout);
-  JsonLinesReporter jsonl(jsonl_file);
-  CsvReporter csv(csv_file);
-  std::vector<Reporter*> reporters;
-  if (!tuning) reporters = {&console, &jsonl, &csv};
-
+  const v1::Variant* variant = planned_.variant;
   std::cerr << absl::StrFormat(
       "ringmaster: job %s: %splan %s (%d cases) on %d %s rank(s)%s; "
       "coordinator %s\n",
-      job_id, tuning ? "NCCL tuning probe of " : "", ctx.plan_path,
-      cases.size(), np, worker_backend == "cuda" ? "GPU" : "host",
-      variant ? ", variant " + variant->name() : "", address);
+      job_id_, tuning_ ? "NCCL tuning probe of " : "", ctx_.plan_path,
+      cases_.size(), ctx_.np, ctx_.worker_backend == "cuda" ? "GPU" : "host",
+      variant ? ", variant " + variant->name() : "", ctx_.address);
+  return true;
+}
 
-  // 3. Launch.
+// mpirun with the worker, under the supervisor's watch.
+bool JobRun::Launch() {
+  const RunOptions& options = ctx_.options;
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) env.emplace_back(*e);
   // The job's worker token travels in the environment, never in argv.
-  SetEnvEntry(&env, "RINGMASTER_TOKEN", manager.WorkerToken(job_id));
+  SetEnvEntry(&env, "RINGMASTER_TOKEN", ctx_.manager.WorkerToken(job_id_));
   MpirunLaunch launch;
   launch.mpirun = options.mpirun;
   launch.hostfile = options.hostfile;
   launch.mpirun_args = options.mpirun_args;
-  launch.worker = worker;
-  launch.address = address;
-  launch.backend = worker_backend;
+  launch.worker = ctx_.worker;
+  launch.address = ctx_.address;
+  launch.backend = ctx_.worker_backend;
   launch.env = std::move(env);
-  launch.log_path = (job_dir / "launcher.log").string();
+  launch.log_path = (job_dir_ / "launcher.log").string();
   launch.echo = !options.quiet;
-  if (tuning) {
-    launch.line_hook = [tuning, tuning_mu](std::string_view line) {
+  if (tuning_) {
+    launch.line_hook = [tuning = tuning_,
+                        mu = tuning_mu_](std::string_view line) {
       auto choice = ParseNcclTuningLine(line);
       if (!choice) return false;
-      std::lock_guard<std::mutex> lock(*tuning_mu);
+      std::lock_guard<std::mutex> lock(*mu);
       (*tuning)[{choice->function, choice->bytes}] = *choice;
       return true;  // one line per call: kept out of the log
     };
   }
   WatchLimits limits;
-  limits.deadline_s =
-      options.timeout_s > 0 ? options.timeout_s : DefaultDeadlineSeconds(cases);
+  limits.deadline_s = planned_.job.deadline_s();
   limits.registration_timeout_s = options.registration_timeout_s;
   limits.heartbeat_timeout_s = options.heartbeat_timeout_s;
   limits.op_timeout_s = options.op_timeout_s;
-  const absl::Time start = absl::Now();
-  auto launched =
-      JobSupervisor::LaunchMpirun(&manager, job_id, std::move(launch), limits);
+  start_ = absl::Now();
+  auto launched = JobSupervisor::LaunchMpirun(&ctx_.manager, job_id_,
+                                              std::move(launch), limits);
   if (!launched.ok()) {
     Error(std::string(launched.status().message()));
     v1::Failure f;
     f.set_reason(v1::WORKER_EXIT);
     f.set_rank(-1);
     f.set_detail(std::string(launched.status().message()));
-    manager.Finish(job_id, v1::JOB_FAILED, f);
-    result_of_job.failed = true;
-    return result_of_job;
+    ctx_.manager.Finish(job_id_, v1::JOB_FAILED, f);
+    outcome_.failed = true;
+    return false;
   }
-  JobSupervisor& supervisor = **launched;
-
-  // 4. Watch: results as they arrive; the supervisor decides the end.
-  std::vector<v1::Result> results;
-  bool begun = false;
-  absl::Time last_output = absl::Now();
+  supervisor_ = std::move(*launched);
+  last_output_ = absl::Now();
   // A live bar on a terminal, plain progress lines otherwise; none --quiet.
-  std::optional<ProgressDisplay> progress;
   if (!options.quiet) {
-    progress.emplace(std::cerr, isatty(STDERR_FILENO) == 1,
-                     static_cast<int64_t>(cases.size()), start);
+    progress_.emplace(std::cerr, isatty(STDERR_FILENO) == 1,
+                      static_cast<int64_t>(cases_.size()), start_);
   }
+  return true;
+}
 
-  auto begin = [&] {
-    if (begun) return;
-    begun = true;
-    RunContext rctx;
-    rctx.job_id = job_id;
-    rctx.plan_name =
-        plan->name() + (variant ? " [" + variant->name() + "]" : "");
-    rctx.nranks = np;
-    rctx.backend = worker_backend == "cuda" ? "cuda (NCCL)" : "host (MPI)";
-    for (const auto& r : manager.Ranks(job_id))
-      rctx.provenance.add_hosts(r.fingerprint.host());
-    if (!results.empty()) rctx.provenance = results.front().provenance();
-    for (Reporter* rep : reporters) rep->Begin(rctx);
-  };
-  auto drain = [&](absl::Duration wait) {
-    bool any = false;
-    while (auto ev = manager.NextEvent(any ? absl::ZeroDuration() : wait)) {
-      any = true;
-      if (ev->type != JobEvent::Type::kResult || ev->job_id != job_id) continue;
-      results.push_back(ev->result);
-      if (progress) progress->Clear();
-      begin();
-      for (Reporter* rep : reporters) rep->Report(ev->result);
-      std::cout.flush();
-      NoteClosedStdout(options.out_dir);
-      last_output = absl::Now();
-      if (progress) {
-        progress->Update(static_cast<int64_t>(results.size()),
-                         ev->result.case_().spec_name(), last_output);
-      }
+void JobRun::Begin() {
+  if (begun_) return;
+  begun_ = true;
+  RunContext rctx;
+  rctx.job_id = job_id_;
+  rctx.plan_name = ctx_.plan.name() +
+                   (planned_.variant ? " [" + planned_.variant->name() + "]"
+                                     : "");
+  rctx.nranks = ctx_.np;
+  rctx.backend =
+      ctx_.worker_backend == "cuda" ? "cuda (NCCL)" : "host (MPI)";
+  for (const auto& r : ctx_.manager.Ranks(job_id_))
+    rctx.provenance.add_hosts(r.fingerprint.host());
+  if (!results_.empty()) rctx.provenance = results_.front().provenance();
+  for (Reporter* rep : reporters_) rep->Begin(rctx);
+}
+
+// Reports the results that arrived, waiting up to `wait` for the first.
+void JobRun::Drain(absl::Duration wait) {
+  bool any = false;
+  while (auto ev = ctx_.manager.NextEvent(any ? absl::ZeroDuration() : wait)) {
+    any = true;
+    if (ev->type != JobEvent::Type::kResult || ev->job_id != job_id_) continue;
+    results_.push_back(ev->result);
+    if (progress_) progress_->Clear();
+    Begin();
+    for (Reporter* rep : reporters_) rep->Report(ev->result);
+    std::cout.flush();
+    NoteClosedStdout(ctx_.options.out_dir);
+    last_output_ = absl::Now();
+    if (progress_) {
+      progress_->Update(static_cast<int64_t>(results_.size()),
+                        ev->result.case_().spec_name(), last_output_);
     }
-  };
+  }
+}
 
-  std::optional<Outcome> outcome;
+// Between results the ranks' heartbeats say which case runs.
+void JobRun::ShowProgress(absl::Time now) {
+  int64_t slowest = INT64_MAX;
+  for (const RankStatus& r : ctx_.manager.Ranks(job_id_))
+    slowest = std::min(slowest, r.progress_seq);
+  if (progress_) {
+    const int64_t done =
+        std::max<int64_t>(static_cast<int64_t>(results_.size()),
+                          slowest == INT64_MAX ? 0 : slowest + 1);
+    progress_->Update(
+        done,
+        done < static_cast<int64_t>(cases_.size()) ? cases_[done].spec_name()
+                                                   : "",
+        now);
+    last_output_ = now;  // the bar or its lines say it is still running
+  }
+  if (now - last_output_ > absl::Seconds(10)) {
+    std::cerr << absl::StrFormat(
+        "ringmaster: still running (%d/%d cases done, %.0f s)\n", slowest + 1,
+        cases_.size(), absl::ToDoubleSeconds(now - start_));
+    last_output_ = now;
+  }
+}
+
+// Results as they arrive until the supervisor decides the end; a signal
+// cancels the job (its processes get SIGTERM, then SIGKILL).
+void JobRun::Watch() {
   bool cancel_sent = false;
-  while (!(outcome = supervisor.Poll())) {
-    drain(absl::Milliseconds(100));
+  while (!(end_ = supervisor_->Poll())) {
+    Drain(absl::Milliseconds(100));
     if (const int sig = g_stop_signal.load(); sig != 0 && !cancel_sent) {
       cancel_sent = true;
-      if (progress) progress->Clear();
+      if (progress_) progress_->Clear();
       std::cerr << absl::StrFormat(
           "ringmaster: %s: cancelling job %s (its processes get SIGTERM, "
           "then SIGKILL); the results so far are kept. Again to exit at "
           "once.\n",
-          strsignal(sig), job_id);
-      (void)manager.RequestCancel(job_id);
+          strsignal(sig), job_id_);
+      (void)ctx_.manager.RequestCancel(job_id_);
     }
-    absl::Time now = absl::Now();
-    if (progress) {
-      // Between results: the ranks' heartbeats say which case runs.
-      int64_t slowest = INT64_MAX;
-      for (const RankStatus& r : manager.Ranks(job_id))
-        slowest = std::min(slowest, r.progress_seq);
-      const int64_t done =
-          std::max<int64_t>(static_cast<int64_t>(results.size()),
-                            slowest == INT64_MAX ? 0 : slowest + 1);
-      progress->Update(done,
-                       done < static_cast<int64_t>(cases.size())
-                           ? cases[done].spec_name()
-                           : "",
-                       now);
-      last_output = now;  // the bar or its lines say it is still running
-    }
-    if (now - last_output > absl::Seconds(10)) {
-      int64_t slowest = INT64_MAX;
-      for (const RankStatus& r : manager.Ranks(job_id))
-        slowest = std::min(slowest, r.progress_seq);
-      std::cerr << absl::StrFormat(
-          "ringmaster: still running (%d/%d cases done, %.0f s)\n", slowest + 1,
-          cases.size(), absl::ToDoubleSeconds(now - start));
-      last_output = now;
-    }
+    ShowProgress(absl::Now());
   }
+  // Nothing of the job may outlive it.
+  supervisor_->Reap(&*end_);
+  Drain(absl::ZeroDuration());  // results that arrived while reaping
+  if (progress_) progress_->Finish();
+}
 
-  // 5. Reap: nothing of the job may outlive it.
-  supervisor.Reap(&*outcome);
-  drain(absl::ZeroDuration());  // results that arrived while reaping
-  if (progress) progress->Finish();
+// The summary, the job's final state in the store, the closing line.
+void JobRun::End() {
   std::optional<v1::Failure> failure;
-  if (outcome->state != v1::JOB_SUCCEEDED) failure = outcome->failure;
-
-  RunSummary summary = Summarize(results);
+  if (end_->state != v1::JOB_SUCCEEDED) failure = end_->failure;
+  RunSummary summary = Summarize(results_);
   summary.succeeded = !failure.has_value();
-  summary.cancelled = outcome->state == v1::JOB_CANCELLED;
+  summary.cancelled = end_->state == v1::JOB_CANCELLED;
   if (summary.cancelled) {
     summary.failure = absl::StrFormat(
         "stopped by %s after %d of %d cases",
         g_stop_signal != 0 ? strsignal(g_stop_signal.load()) : "request",
-        results.size(), cases.size());
+        results_.size(), cases_.size());
   } else if (failure) {
     summary.failure = DescribeFailure(*failure);
   }
-  begin();
-  for (Reporter* rep : reporters) rep->End(summary);
-  manager.Finish(job_id, failure ? v1::JOB_FAILED : v1::JOB_SUCCEEDED,
-                 failure ? *failure : v1::Failure());
+  Begin();
+  for (Reporter* rep : reporters_) rep->End(summary);
+  ctx_.manager.Finish(job_id_, failure ? v1::JOB_FAILED : v1::JOB_SUCCEEDED,
+                      failure ? *failure : v1::Failure());
   // A tuning probe keeps no results: its folder holds the launcher's log.
   std::cerr << absl::StrFormat(
-      "ringmaster: job %s %s in %.1f s; %s in %s\n", job_id,
+      "ringmaster: job %s %s in %.1f s; %s in %s\n", job_id_,
       summary.cancelled ? "CANCELLED"
       : failure         ? "FAILED"
                         : "SUCCEEDED",
-      absl::ToDoubleSeconds(absl::Now() - start),
-      tuning ? "NCCL's tuning log" : "results", job_dir.string());
+      absl::ToDoubleSeconds(absl::Now() - start_),
+      tuning_ ? "NCCL's tuning log" : "results", job_dir_.string());
   if (failure && !summary.cancelled)
     std::cerr << "ringmaster: failure: " << summary.failure << "\n";
-  result_of_job.results = std::move(results);
-  result_of_job.failed = failure.has_value();
-  return result_of_job;
+  outcome_.failed = failure.has_value();
+}
+
+JobOutcome JobRun::Run() {
+  std::vector<std::unique_ptr<ScopedEnv>> variant_env;
+  if (planned_.variant) {
+    for (const auto& [k, v] : planned_.variant->env())
+      variant_env.push_back(std::make_unique<ScopedEnv>(k, v));
+  }
+  if (!Create() || !Launch()) return std::move(outcome_);
+  Watch();
+  End();
+  outcome_.results = std::move(results_);
+  return std::move(outcome_);
+}
+
+JobOutcome RunJob(JobContext& ctx, const PlannedJob& planned,
+                  NcclChoices* tuning = nullptr,
+                  std::mutex* tuning_mu = nullptr) {
+  JobRun run(ctx, planned, tuning, tuning_mu);
+  return run.Run();
 }
 
 }  // namespace
@@ -401,10 +462,27 @@ std::string FindDefaultPlan() {
 
 namespace {
 
-// Loads and expands a plan; on error prints the one-line message.
-bool LoadAndExpand(const std::string& plan_path, v1::Plan* plan,
-                   std::vector<v1::Case>* cases) {
-  auto loaded = LoadPlanFile(plan_path);
+// The benchmark kinds `worker` runs beyond the built-in ones (its `kinds`
+// subcommand); empty when it cannot say.
+std::vector<std::string> WorkerPluginKinds(const std::string& worker) {
+  std::vector<std::string> kinds;
+  auto listed = RunAndCapture({worker, "kinds"}, nullptr, absl::Seconds(60));
+  if (!listed.ok() || listed->exit_code != 0) return kinds;
+  for (absl::string_view line : absl::StrSplit(listed->out, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (!line.empty() && !ParseBench(std::string_view(line.data(), line.size())))
+      kinds.emplace_back(line);
+  }
+  return kinds;
+}
+
+// Loads and expands a plan (with `worker`'s plug-in kinds); on error prints
+// the one-line message.
+bool LoadAndExpand(const std::string& plan_path, const std::string& worker,
+                   v1::Plan* plan, std::vector<v1::Case>* cases) {
+  PlanLimits limits;
+  limits.plugin_kinds = WorkerPluginKinds(worker);
+  auto loaded = LoadPlanFile(plan_path, limits);
   if (!loaded.ok()) {
     Error(std::string(loaded.status().message()));
     return false;
@@ -419,18 +497,85 @@ bool LoadAndExpand(const std::string& plan_path, v1::Plan* plan,
   return true;
 }
 
+// The launch: which worker and back end, how many ranks, and the base job
+// (InvalidArgument-style problems print and return the exit code).
+struct Launch {
+  std::string worker;
+  std::string backend;  // host or cuda
+  int np = 0;
+  v1::Job job;
+};
+
+int PrepareLaunch(const RunOptions& options, const v1::Plan& plan,
+                  Launch* launch) {
+  launch->worker = options.worker.empty() ? DefaultWorkerPath() : options.worker;
+  if (access(launch->worker.c_str(), X_OK) != 0) {
+    Error(launch->worker + ": the worker binary is missing or not executable");
+    return kExitInternal;
+  }
+  Probe probe;
+  if (options.backend != "host") {
+    auto p = ProbeMachine(launch->worker);
+    if (!p.ok()) {
+      Error(std::string(p.status().message()));
+      return kExitInternal;
+    }
+    probe = *p;
+  }
+  const bool use_gpus = options.backend == "cuda" ||
+                        (options.backend == "auto" && probe.gpus > 0);
+  if (options.backend == "cuda" && probe.gpus == 0) {
+    Error(
+        "--backend cuda: no GPU is visible here (use --backend host or auto)");
+    return kExitUsage;
+  }
+  launch->backend = options.backend == "auto" ? (use_gpus ? "cuda" : "host")
+                                              : options.backend;
+  JobRequest request;
+  request.ranks = options.np;
+  request.fallback_ranks = use_gpus ? probe.gpus : 2;
+  request.backend = launch->backend;
+  request.timeout_s = options.timeout_s;
+  auto job = JobFromPlan(plan, request);
+  if (!job.ok()) {
+    Error(std::string(job.status().message()));
+    return kExitUsage;
+  }
+  launch->job = std::move(*job);
+  launch->np = launch->job.nranks();
+  if (use_gpus && options.hostfile.empty()) {
+    auto shared = RanksShareGpus(plan, launch->np, probe.gpus);
+    if (!shared.ok()) {
+      Error(std::string(shared.status().message()));
+      return kExitUsage;
+    }
+    if (*shared) {
+      std::fprintf(stderr,
+                   "ringmaster: %d ranks share %d GPU(s) (training over the "
+                   "copy engines only): its numbers check the arithmetic; "
+                   "its times are not measurements\n",
+                   launch->np, probe.gpus);
+    }
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
-int ValidateCommand(const std::string& plan_path) {
+int ValidateCommand(const std::string& plan_path, const std::string& worker) {
   v1::Plan plan;
   std::vector<v1::Case> cases;
-  if (!LoadAndExpand(plan_path, &plan, &cases)) return kExitUsage;
+  if (!LoadAndExpand(plan_path, worker.empty() ? DefaultWorkerPath() : worker,
+                     &plan, &cases)) {
+    return kExitUsage;
+  }
   // Node benchmarks over rank pairs or ranks expand once the launch size is
   // known; here each stands for all of them.
   int per_rank = 0;
   for (const auto& c : cases) {
     per_rank += c.bench() != v1::BENCH_COLLECTIVE &&
-                c.bench() != v1::BENCH_TRAIN && c.src_rank() < 0 &&
+                c.bench() != v1::BENCH_TRAIN &&
+                c.bench() != v1::BENCH_PLUGIN && c.src_rank() < 0 &&
                 c.dst_rank() < 0 && c.pattern() != v1::ALL_RANKS;
   }
   std::cout << absl::StrFormat(
@@ -443,74 +588,93 @@ int ValidateCommand(const std::string& plan_path) {
   return kExitOk;
 }
 
+namespace {
+
+// NCCL's algorithm choices from tuning probes, per variant (a variant's
+// environment changes what NCCL picks), keyed by what NCCL logs. Each
+// variant is probed once, before its first job; later rounds reuse it.
+struct Tuning {
+  std::map<std::string, NcclChoices> choices;
+  std::mutex mu;
+
+  // Labels a collective's result with the probed choice, if any.
+  void Annotate(v1::Result* r, int np) {
+    auto key = NcclTuningKey(r->case_(), r->nranks() > 0 ? r->nranks() : np);
+    if (!key) return;
+    std::lock_guard<std::mutex> lock(mu);
+    auto variant = choices.find(r->case_().variant());
+    if (variant == choices.end()) return;
+    auto it = variant->second.find(*key);
+    if (it == variant->second.end()) return;
+    r->set_nccl_algorithm(it->second.algorithm);
+    r->set_nccl_protocol(it->second.protocol);
+    r->set_nccl_channels(it->second.channels);
+  }
+
+  // One operation per case with NCCL's tuning log on, unless the variant
+  // was probed already; the measured jobs run without it. True on an
+  // internal error.
+  bool Probe(JobContext& ctx, const PlannedJob& planned) {
+    const std::string name = planned.variant ? planned.variant->name() : "";
+    NcclChoices* mine;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (choices.count(name) > 0) return false;
+      mine = &choices[name];  // std::map: the pointer stays
+    }
+    PlannedJob probe = planned;
+    std::vector<v1::Case> cases = TuningProbeCases(
+        {planned.job.cases().begin(), planned.job.cases().end()});
+    probe.job.clear_cases();
+    for (auto& c : cases) *probe.job.add_cases() = std::move(c);
+    JobOutcome p;
+    {
+      ScopedEnv debug("NCCL_DEBUG", "INFO");
+      ScopedEnv subsys("NCCL_DEBUG_SUBSYS", "TUNING");
+      p = RunJob(ctx, probe, mine, &mu);
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    std::cerr << absl::StrFormat(
+        "ringmaster: NCCL tuning probe%s: %d choices recorded\n",
+        planned.variant ? " of variant " + name : "", mine->size());
+    return p.internal_error;
+  }
+};
+
+// After several rounds: how to judge them.
+void SayHowToCompare(const RunOptions& options, const v1::Plan& plan,
+                     size_t jobs) {
+  const std::string& out = options.out_dir;
+  if (plan.variants_size() == 2) {
+    const std::string& a = plan.variants(0).name();
+    const std::string& b = plan.variants(1).name();
+    std::cerr << absl::StrFormat(
+        "ringmaster: %d rounds in %s; judge %s against %s with: ringmaster "
+        "compare %s %s --base-variant %s --new-variant %s\n",
+        options.rounds, out, b, a, out, out, a, b);
+    return;
+  }
+  std::cerr << absl::StrFormat(
+      "ringmaster: %d rounds in %s (%d jobs): a baseline for ringmaster "
+      "compare %s NEW\n",
+      options.rounds, out, jobs, out);
+}
+
+}  // namespace
+
 int RunCommand(const RunOptions& options,
                const std::vector<std::string>& command_line) {
   // 1. Validate everything before writing anything.
-  std::string plan_path =
+  const std::string plan_path =
       options.plan_path.empty() ? FindDefaultPlan() : options.plan_path;
   v1::Plan plan;
   std::vector<v1::Case> cases;
-  if (!LoadAndExpand(plan_path, &plan, &cases)) return kExitUsage;
-  std::string worker = SelfDir() + "/ringmaster-worker";
-  if (access(worker.c_str(), X_OK) != 0) {
-    Error(worker + ": the worker binary is missing or not executable");
-    return kExitInternal;
-  }
-  Probe probe;
-  if (options.backend != "host") {
-    auto p = ProbeMachine(worker);
-    if (!p.ok()) {
-      Error(std::string(p.status().message()));
-      return kExitInternal;
-    }
-    probe = *p;
-  }
-  bool use_gpus = options.backend == "cuda" ||
-                  (options.backend == "auto" && probe.gpus > 0);
-  if (options.backend == "cuda" && probe.gpus == 0) {
-    Error(
-        "--backend cuda: no GPU is visible here (use --backend host or auto)");
-    return kExitUsage;
-  }
-  int np = options.np > 0 ? options.np : plan.ranks();
-  if (np <= 0) np = use_gpus ? probe.gpus : 2;
-  if (use_gpus && options.hostfile.empty() && np > probe.gpus) {
-    // Training over the copy engines needs no NCCL: its ranks may share a
-    // GPU (a check of the arithmetic, not of speed).
-    bool shareable = true;
-    for (const v1::CaseSpec& c : plan.cases()) {
-      bool nccl_rungs = c.ladder().empty();
-      for (int n : c.ladder()) nccl_rungs = nccl_rungs || n != 1;
-      if (c.bench() != v1::BENCH_TRAIN ||
-          (c.train().comm() != "ce" && nccl_rungs)) {
-        shareable = false;
-      }
-    }
-    if (!shareable) {
-      Error(absl::StrFormat(
-          "--np %d: only %d GPU(s) are visible and NCCL needs one GPU per "
-          "rank (use --backend host for CPU ranks)",
-          np, probe.gpus));
-      return kExitUsage;
-    }
-    std::fprintf(stderr,
-                 "ringmaster: %d ranks share %d GPU(s) (training over the "
-                 "copy engines only): its numbers check the arithmetic; its "
-                 "times are not measurements\n",
-                 np, probe.gpus);
-  }
-  std::string worker_backend = options.backend == "auto"
-                                   ? (use_gpus ? "cuda" : "host")
-                                   : options.backend;
-  // Node benchmarks expand per rank pair, which needs the launch's size.
-  {
-    auto expanded = ExpandPlan(plan, 100000, np);
-    if (!expanded.ok()) {
-      Error(std::string(expanded.status().message()));
-      return kExitUsage;
-    }
-    cases = std::move(*expanded);
-  }
+  const std::string worker =
+      options.worker.empty() ? DefaultWorkerPath() : options.worker;
+  if (!LoadAndExpand(plan_path, worker, &plan, &cases)) return kExitUsage;
+  Launch launch;
+  if (int code = PrepareLaunch(options, plan, &launch); code != kExitOk)
+    return code;
 
   // 2. Durable store and the embedded coordinator (and before any of their
   // threads start, the signal watcher).
@@ -527,29 +691,16 @@ int RunCommand(const RunOptions& options,
     Error(std::string(store.status().message()));
     return kExitInternal;
   }
-  // NCCL's algorithm choices from tuning probes, per variant (a variant's
-  // environment changes what NCCL picks), keyed by what NCCL logs. Each
-  // variant is probed once, before its first job; later rounds reuse it.
-  std::map<std::string, NcclChoices> tuning;
-  std::mutex tuning_mu;
-  const bool tuning_probe = options.nccl_algorithms && worker_backend == "cuda";
+  Tuning tuning;
+  const bool tuning_probe = options.nccl_algorithms && launch.backend == "cuda";
   if (options.nccl_algorithms && !tuning_probe) {
     std::cerr
         << "ringmaster: --nccl-algorithms needs the cuda backend; ignored\n";
   }
   JobManager::Options manager_options;
   if (tuning_probe) {
-    manager_options.annotate = [&tuning, &tuning_mu, np](v1::Result* r) {
-      auto key = NcclTuningKey(r->case_(), r->nranks() > 0 ? r->nranks() : np);
-      if (!key) return;
-      std::lock_guard<std::mutex> lock(tuning_mu);
-      auto choices = tuning.find(r->case_().variant());
-      if (choices == tuning.end()) return;
-      auto it = choices->second.find(*key);
-      if (it == choices->second.end()) return;
-      r->set_nccl_algorithm(it->second.algorithm);
-      r->set_nccl_protocol(it->second.protocol);
-      r->set_nccl_channels(it->second.channels);
+    manager_options.annotate = [&tuning, np = launch.np](v1::Result* r) {
+      tuning.Annotate(r, np);
     };
   }
   JobManager manager(store->get(), manager_options);
@@ -559,93 +710,39 @@ int RunCommand(const RunOptions& options,
     Error(std::string(server.status().message()));
     return kExitInternal;
   }
-  JobContext ctx{
-      options,   manager, absl::StrFormat("127.0.0.1:%d", (*server)->port()),
-      worker,    np,      worker_backend,
-      plan_path, plan,    command_line};
+  JobContext ctx{options,
+                 manager,
+                 absl::StrFormat("127.0.0.1:%d", (*server)->port()),
+                 worker,
+                 launch.np,
+                 launch.backend,
+                 plan_path,
+                 plan,
+                 command_line};
 
-  // One job per interconnect variant (or one job when the plan has none),
-  // in each of the rounds: variants interleave in time (A B A B ...), so
-  // that compare pairs each B run with the A run beside it.
-  std::vector<const v1::Variant*> variants;
-  for (const auto& v : plan.variants()) variants.push_back(&v);
-  if (variants.empty()) variants.push_back(nullptr);
+  // 3. One job per interconnect variant (or one job when the plan has
+  // none), in each of the rounds.
   const int rounds = std::max(options.rounds, 1);
-  std::vector<std::pair<int, const v1::Variant*>> jobs;
-  for (int round = 0; round < rounds; ++round)
-    for (const v1::Variant* v : variants) jobs.emplace_back(round, v);
+  const std::vector<PlannedJob> jobs = JobsOfRounds(launch.job, rounds);
+  const bool several_variants = plan.variants_size() > 1;
   std::vector<v1::Result> all;
   bool failed = false, internal = false;
-  for (const auto& [round, variant] : jobs) {
+  for (const PlannedJob& planned : jobs) {
     if (g_stop_signal != 0) break;
     if (rounds > 1) {
       std::cerr << absl::StrFormat(
-          "ringmaster: round %d of %d%s\n", round + 1, rounds,
-          variant ? ", variant " + variant->name() : "");
+          "ringmaster: round %d of %d%s\n", planned.round + 1, rounds,
+          planned.variant ? ", variant " + planned.variant->name() : "");
     }
-    std::vector<v1::Case> vcases = cases;
-    for (auto& c : vcases) {
-      if (variant) {
-        c.set_variant(variant->name());
-        c.set_ceiling_gbps(variant->ceiling_gbps());
-      }
-    }
-    const std::string variant_name = variant ? variant->name() : "";
-    const bool probed = tuning.count(variant_name) > 0;  // added here only
-    if (tuning_probe && !probed) {
-      // One operation per case with NCCL's tuning log on; the measured jobs
-      // of this variant run without it.
-      std::vector<v1::Case> probe_cases = vcases;
-      for (auto& c : probe_cases) {
-        v1::Timing* t = c.mutable_timing();
-        t->set_mode(v1::PIPELINED);
-        t->set_warmup_iters(1);
-        t->set_warmup_max_time_s(0);
-        t->set_fixed_iters_per_sample(1);
-        t->set_min_samples(1);
-        t->set_max_samples(1);
-        c.set_verify(false);
-      }
-      {
-        ScopedEnv debug("NCCL_DEBUG", "INFO");
-        ScopedEnv subsys("NCCL_DEBUG_SUBSYS", "TUNING");
-        NcclChoices* choices;
-        {
-          std::lock_guard<std::mutex> lock(tuning_mu);
-          choices = &tuning[variant_name];  // std::map: the pointer stays
-        }
-        JobOutcome p =
-            RunJob(ctx, std::move(probe_cases), variant, choices, &tuning_mu);
-        internal = internal || p.internal_error;
-      }
-      std::lock_guard<std::mutex> lock(tuning_mu);
-      std::cerr << absl::StrFormat(
-          "ringmaster: NCCL tuning probe%s: %d choices recorded\n",
-          variant ? " of variant " + variant_name : "",
-          tuning[variant_name].size());
-    }
-    JobOutcome outcome = RunJob(ctx, std::move(vcases), variant);
+    if (tuning_probe) internal = tuning.Probe(ctx, planned) || internal;
+    JobOutcome outcome = RunJob(ctx, planned);
     failed = failed || outcome.failed;
     internal = internal || outcome.internal_error;
     all.insert(all.end(), outcome.results.begin(), outcome.results.end());
   }
   (*server)->Shutdown();
-  std::cout << RenderSummaries(all, variants.size() > 1);
-  if (rounds > 1) {
-    const std::string out = options.out_dir;
-    std::cerr << (variants.size() == 2 && variants[0] && variants[1]
-                      ? absl::StrFormat(
-                            "ringmaster: %d rounds in %s; judge %s against %s "
-                            "with: ringmaster compare %s %s --base-variant %s "
-                            "--new-variant %s\n",
-                            rounds, out, variants[1]->name(),
-                            variants[0]->name(), out, out, variants[0]->name(),
-                            variants[1]->name())
-                      : absl::StrFormat(
-                            "ringmaster: %d rounds in %s (%d jobs): a baseline "
-                            "for ringmaster compare %s NEW\n",
-                            rounds, out, jobs.size(), out));
-  }
+  std::cout << RenderSummaries(all, several_variants);
+  if (rounds > 1) SayHowToCompare(options, plan, jobs.size());
   if (const int sig = g_stop_signal.load(); sig != 0) {
     std::cerr << absl::StrFormat("ringmaster: stopped by %s\n", strsignal(sig));
     return 128 + sig;

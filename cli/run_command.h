@@ -27,6 +27,9 @@ struct RunOptions {
   // Jobs per variant, interleaved: each round runs every variant once, so
   // two variants run A B A B ... (an A/B benchmark for compare).
   int rounds = 1;
+  // The worker binary (empty: ringmaster-worker beside this one); one built
+  // with benchmark kinds of its own runs them too.
+  std::string worker;
 };
 
 // Exit codes of the `ringmaster` binary.
@@ -40,8 +43,10 @@ inline constexpr int kExitInternal = 3;
 int RunCommand(const RunOptions& options,
                const std::vector<std::string>& command_line);
 
-// Validates a plan and prints its expansion summary; exit code as above.
-int ValidateCommand(const std::string& plan_path);
+// Validates a plan (with the plug-in kinds of `worker`, empty: the default
+// worker) and prints its expansion summary; exit code as above.
+int ValidateCommand(const std::string& plan_path,
+                    const std::string& worker = "");
 
 // Prints "ringmaster: error: MESSAGE" on stderr.
 void Error(const std::string& message);

@@ -24,7 +24,7 @@
 #include "nlohmann/json.hpp"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
 #include "spdlog/spdlog.h"
-#include "worker/channel.h"
+#include "comm/grpc_channel.h"
 
 namespace ringmaster {
 namespace {

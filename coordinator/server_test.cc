@@ -6,7 +6,7 @@
 #include <atomic>
 
 #include "ringmaster/v1/coordinator.grpc.pb.h"
-#include "worker/channel.h"
+#include "comm/grpc_channel.h"
 #include "worker/coordinator_client.h"
 
 namespace ringmaster {

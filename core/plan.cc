@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cmath>
@@ -39,11 +40,15 @@ constexpr std::array<const char*, 15> kTrainKeys = {
     "overlap",        "steps",      "check_steps", "scaling",
     "comm",           "mode",       "schedule",    "deferred_layers",
     "master_weights", "loss_scale", "gemm"};
-constexpr std::array<const char*, 22> kOtherCaseKeys = {
+constexpr std::array<const char*, 23> kOtherCaseKeys = {
     "name",   "collective", "sizes",   "dtypes",  "ops",    "placement",
     "root",   "verify",     "backend", "timing",  "ladder", "bench",
     "method", "direction",  "traffic", "pattern", "memory", "path",
-    "shapes", "slow_ratio", "members", "repeat"};
+    "shapes", "slow_ratio", "members", "repeat",  "params"};
+// What a plug-in kind's case may say.
+constexpr const char* kPluginCaseKeys[] = {"name",    "bench",  "params",
+                                           "timing",  "backend", "verify",
+                                           "ladder"};
 template <size_t A, size_t B>
 constexpr std::array<const char*, A + B> Concat(
     const std::array<const char*, A>& a, const std::array<const char*, B>& b) {
@@ -554,6 +559,12 @@ class PlanParser {
                         RequiredString(node, node["name"], prefix + ".name"));
 
     YAML::Node bench = get("bench", &f);
+    if (bench && bench.IsScalar() && IsPluginKind(bench.Scalar())) {
+      spec.set_bench(v1::BENCH_PLUGIN);
+      spec.set_kind(bench.Scalar());
+      RM_RETURN_IF_ERROR(ParsePluginCase(node, prefix, get, &spec));
+      return spec;
+    }
     if (bench) {
       auto b = bench.IsScalar() ? ParseBench(bench.Scalar()) : std::nullopt;
       if (!b) {
@@ -562,6 +573,12 @@ class PlanParser {
                                      BenchNames(), Show(bench)));
       }
       spec.set_bench(*b);
+    }
+    std::string params_field;
+    if (YAML::Node params = get("params", &params_field)) {
+      return Error(params, params_field,
+                   "belongs to plug-in kinds (a worker's own bench: names), "
+                   "not to built-in ones");
     }
     if (spec.bench() != v1::BENCH_COLLECTIVE) {
       RM_RETURN_IF_ERROR(ParseBenchCase(node, get, &spec));
@@ -770,6 +787,62 @@ class PlanParser {
                                      item.Scalar()));
       }
       out->push_back(*v);
+    }
+    return absl::OkStatus();
+  }
+
+  bool IsPluginKind(const std::string& name) const {
+    return !ParseBench(name) &&
+           std::find(limits_.plugin_kinds.begin(), limits_.plugin_kinds.end(),
+                     name) != limits_.plugin_kinds.end();
+  }
+
+  // A plug-in kind's case: its parameters (scalars, kept as written), and
+  // the keys every kind shares.
+  template <typename Get>
+  absl::Status ParsePluginCase(const YAML::Node& node,
+                               const std::string& prefix, Get& get,
+                               v1::CaseSpec* spec) const {
+    std::string f;
+    for (const auto& kv : node) {
+      const std::string key = kv.first.Scalar();
+      if (std::find_if(std::begin(kPluginCaseKeys), std::end(kPluginCaseKeys),
+                       [&](const char* k) { return key == k; }) ==
+          std::end(kPluginCaseKeys)) {
+        return Error(kv.first, prefix + "." + key,
+                     absl::StrFormat("bench: %s (a plug-in kind) takes only "
+                                     "name, params, timing, backend, verify "
+                                     "and ladder",
+                                     spec->kind()));
+      }
+    }
+    if (YAML::Node params = get("params", &f)) {
+      if (!params.IsMap()) {
+        return Error(params, f, "expected a mapping of names to scalars");
+      }
+      for (const auto& kv : params) {
+        if (!kv.second.IsScalar()) {
+          return Error(kv.second, f + "." + kv.first.Scalar(),
+                       "expected a scalar");
+        }
+        (*spec->mutable_params())[kv.first.Scalar()] = kv.second.Scalar();
+      }
+    }
+    if (YAML::Node ladder = get("ladder", &f)) {
+      RM_RETURN_IF_ERROR(ParseLadder(ladder, f, spec));
+    }
+    spec->set_verify(true);
+    if (YAML::Node verify = get("verify", &f)) {
+      RM_ASSIGN_OR_RETURN(bool v, Bool(verify, f));
+      spec->set_verify(v);
+    }
+    if (YAML::Node backend = get("backend", &f)) {
+      RM_RETURN_IF_ERROR(ParseBackendKey(backend, f, spec));
+    }
+    *spec->mutable_timing() = DefaultBenchTiming();
+    if (YAML::Node timing = get("timing", &f)) {
+      RM_ASSIGN_OR_RETURN(*spec->mutable_timing(),
+                          ParseTiming(timing, f, spec->timing()));
     }
     return absl::OkStatus();
   }

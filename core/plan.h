@@ -10,6 +10,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "ringmaster/v1/plan.pb.h"
@@ -25,6 +26,11 @@ struct PlanLimits {
   int max_samples = 100000;
   int64_t max_plan_bytes = 1 << 20;  // plan file size
   int max_nesting = 32;              // flow brackets / indentation levels
+  // Benchmark kinds a worker registers besides the built-in ones (what
+  // `ringmaster-worker kinds` lists): `bench:` accepts these names too, as
+  // plug-in kinds (Bench BENCH_PLUGIN, CaseSpec.kind) whose parameters are
+  // a mapping of scalars under `params:`.
+  std::vector<std::string> plugin_kinds;
 };
 
 // Timing used where a plan says nothing (also documented in docs/plans.md).

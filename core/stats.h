@@ -47,7 +47,40 @@ double Quantile(std::vector<double> samples, double q);
 double Median(std::vector<double> samples);
 
 // Decides when a case has enough samples (Timing's fields).
-class StoppingRule {
+// When sampling stops: the measurement loop (worker/measure.h) asks after
+// each batch of samples. Pluggable: a kind chooses its criterion.
+class StoppingCriterion {
+ public:
+  virtual ~StoppingCriterion() = default;
+  // Why sampling stops now ("ci_target", "max_samples", "steps", ...), or
+  // "" to go on. `sampled_s` is the summed duration of all samples.
+  virtual std::string StopReason(std::span<const double> samples,
+                                 double sampled_s) const = 0;
+  // Whether the summary met the criterion's precision target.
+  virtual bool TargetMet(const SampleSummary& s) const = 0;
+  // Operations per sample, given one operation takes `op_s`.
+  virtual int ItersPerSample(double op_s) const = 0;
+};
+
+// A fixed number of samples of one operation each (training steps):
+// stops with "steps" once `samples` are in; no precision target.
+class FixedSampleCount : public StoppingCriterion {
+ public:
+  explicit FixedSampleCount(int samples) : samples_(samples) {}
+  std::string StopReason(std::span<const double> samples,
+                         double /*sampled_s*/) const override {
+    return static_cast<int>(samples.size()) >= samples_ ? "steps" : "";
+  }
+  bool TargetMet(const SampleSummary&) const override { return false; }
+  int ItersPerSample(double) const override { return 1; }
+
+ private:
+  int samples_;
+};
+
+// Nccl-tests-style adaptive sampling by the plan's Timing: samples until the
+// 95% confidence interval is tight enough, or a limit is hit.
+class StoppingRule : public StoppingCriterion {
  public:
   explicit StoppingRule(const v1::Timing& timing) : timing_(timing) {}
 
@@ -62,18 +95,18 @@ class StoppingRule {
   // Why ShouldStop would stop now: "ci_target", "max_samples", "max_time",
   // "futility", or "" when it would not.
   std::string StopReason(std::span<const double> samples,
-                         double sampled_s) const;
+                         double sampled_s) const override;
 
   static constexpr int kFutilityMinSamples = 20;
 
   // True when the relative CI half-width is within target_ci: of the mean
   // (half-width / mean), or with timing.ci_on_median of the median
   // ((high - low) / 2 / median, which needs 6+ samples).
-  bool TargetMet(const SampleSummary& s) const;
+  bool TargetMet(const SampleSummary& s) const override;
 
   // Ops per sample so one sample lasts about sample_target_s, given one op
   // takes `op_s`; clamped to [1, max_iters_per_sample].
-  int ItersPerSample(double op_s) const;
+  int ItersPerSample(double op_s) const override;
 
  private:
   v1::Timing timing_;

@@ -201,6 +201,26 @@ absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan,
               }
       continue;
     }
+    if (spec.bench() == v1::BENCH_PLUGIN) {
+      // A plug-in kind: one case per ladder rung, its parameters as given.
+      std::vector<int32_t> ladder(spec.ladder().begin(), spec.ladder().end());
+      if (ladder.empty()) ladder.push_back(0);
+      for (int32_t n : ladder) {
+        RM_ASSIGN_OR_RETURN(v1::Case c,
+                            NextCase(plan, spec, cases.size(), max_cases));
+        c.set_bench(v1::BENCH_PLUGIN);
+        c.set_kind(spec.kind());
+        *c.mutable_params() = spec.params();
+        c.set_nranks(n);
+        *c.mutable_timing() = spec.timing();
+        c.set_verify(spec.verify());
+        c.set_backend(spec.backend());
+        c.set_src_rank(-1);
+        c.set_dst_rank(-1);
+        cases.push_back(std::move(c));
+      }
+      continue;
+    }
     if (spec.bench() != v1::BENCH_COLLECTIVE) {
       auto s = ExpandBench(plan, spec, nranks, max_cases, &cases);
       if (!s.ok()) return s;

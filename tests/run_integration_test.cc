@@ -157,6 +157,64 @@ TEST_F(RunTest, FourHostRanksStoreVerifiedResults) {
   EXPECT_EQ(lines, 37);  // header + rows
 }
 
+// A benchmark kind added by one file (tests/kinds/rank_sum_kind.cc) and
+// its registration line, in a worker built with it: `ringmaster run
+// --worker` validates the plan against that worker's kinds and runs it,
+// ladder rung and failed check included; the default worker refuses it.
+TEST_F(RunTest, KindRegisteredFromATestRunsThroughRun) {
+  const std::string plan = (dir_ / "plugin.yaml").string();
+  std::ofstream(plan) << R"(name: plugin
+cases:
+  - name: sum
+    bench: rank_sum
+    params: {scale: 3}
+    ladder: [1, 2]
+    timing: {warmup: 1, min_samples: 3, max_samples: 5}
+  - name: wrong
+    bench: rank_sum
+    params: {expect: 99}
+)";
+  const std::string worker =
+      std::string(RINGMASTER_BIN_DIR) + "/ringmaster-worker-test-kinds";
+  std::string out = (dir_ / "results").string();
+  Outcome o = RunRingmaster({"run", plan, "--np", "2", "--backend", "host",
+                             "--worker", worker, "--out", out, "--quiet"});
+  EXPECT_EQ(o.exit_code, 1) << o.err << o.out;  // the `wrong` case fails
+  std::string job = JobId(o);
+  ASSERT_FALSE(job.empty()) << o.err;
+  auto store = Store::Open(out + "/ringmaster.db");
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto results = (*store)->Results(job, -1, 0);
+  ASSERT_TRUE(results.ok());
+  ASSERT_EQ(results->size(), 3u);
+  for (int i = 0; i < 2; ++i) {
+    const v1::Result& r = (*results)[i];
+    SCOPED_TRACE(i);
+    EXPECT_EQ(r.case_().kind(), "rank_sum");
+    EXPECT_EQ(r.case_().params().at("scale"), "3");
+    EXPECT_EQ(r.status(), v1::OK) << r.failure().detail();
+    EXPECT_EQ(r.nranks(), i + 1);
+    EXPECT_EQ(r.wrong_elements(), 0);
+    EXPECT_GE(r.stats().samples(), 3);
+    EXPECT_GT(r.latency_ns(), 0);
+    EXPECT_EQ(r.path(), "rank_sum over the control channel");
+  }
+  const v1::Result& wrong = (*results)[2];
+  EXPECT_EQ(wrong.status(), v1::FAILED);
+  EXPECT_EQ(wrong.failure().reason(), v1::DATA_MISMATCH);
+  EXPECT_EQ(wrong.failure().detail(), "sum 3, expected 99");
+
+  // The worker lists the kind; the default worker has none of that name,
+  // so the plan is a usage error there, before anything runs.
+  Outcome v = RunRingmaster({"validate", plan, "--worker", worker});
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+  Outcome d = RunRingmaster({"run", plan, "--np", "2", "--backend", "host",
+                             "--out", out + "2", "--quiet"});
+  EXPECT_EQ(d.exit_code, 2) << d.err;
+  EXPECT_THAT(d.err, HasSubstr("cases[0].bench: expected one of:"));
+  EXPECT_FALSE(fs::exists(out + "2"));
+}
+
 // Every collective x dtype x op x placement on 1-4 ranks (a ladder in one
 // 4-rank launch), each output element checked.
 TEST_F(RunTest, EveryCollectiveDtypeAndOpVerifiedOnOneToFourRanks) {

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "comm/mpi_comm.h"
 #include "core/placement.h"
 
 namespace ringmaster {
@@ -128,5 +129,25 @@ absl::StatusOr<Bootstrapped> Bootstrap(CoordinatorClient& client,
   out.blob = resp->blob();
   return out;
 }
+
+MpiRank StartMpiRank(int* argc, char*** argv) {
+  int provided = 0;
+  MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MpiRank r;
+  r.world = std::make_unique<MpiComm>(MPI_COMM_WORLD);
+  r.rank = r.world->rank();
+  r.size = r.world->size();
+  MPI_Comm node_comm;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, r.rank,
+                      MPI_INFO_NULL, &node_comm);
+  MPI_Comm_rank(node_comm, &r.local_rank);
+  MPI_Comm_free(&node_comm);
+  return r;
+}
+
+void FinishMpi() { MPI_Finalize(); }
+
+std::string MpiVersion() { return MpiLibraryVersion(); }
 
 }  // namespace ringmaster

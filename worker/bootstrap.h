@@ -1,6 +1,8 @@
-// Coordinator bootstrap: ranks started by anything (a Kubernetes Indexed
+// How a rank joins its launch. Under mpirun, srun or an MPIJob: MPI's world
+// communicator (StartMpiRank). Otherwise, the coordinator bootstrap: ranks
+// started by anything (a Kubernetes Indexed
 // Job, a shell loop, a process manager) find each other through the
-// coordinator instead of MPI, then talk over TCP (backends/host/tcp_comm.h).
+// coordinator instead of MPI, then talk over TCP (comm/tcp_comm.h).
 //
 // Each rank opens a listener, publishes its address with Rendezvous, polls
 // until every rank of the attempt has published, and dials the others.
@@ -13,7 +15,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "backends/host/tcp_comm.h"
+#include "comm/host_comm.h"
+#include "comm/tcp_comm.h"
 #include "worker/coordinator_client.h"
 
 namespace ringmaster {
@@ -50,6 +53,23 @@ struct Bootstrapped {
 
 absl::StatusOr<Bootstrapped> Bootstrap(CoordinatorClient& client,
                                        const BootstrapSpec& spec);
+
+// A rank started by an MPI launcher, after MPI_Init_thread (funneled; MPI
+// errors return codes): the world communicator, this rank, the world's
+// size and the rank's index among the ranks of its host.
+struct MpiRank {
+  std::unique_ptr<HostComm> world;
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+};
+MpiRank StartMpiRank(int* argc, char*** argv);
+
+// MPI_Finalize, once every communicator made from the world is gone.
+void FinishMpi();
+
+// The MPI library's version string (for fingerprints).
+std::string MpiVersion();
 
 }  // namespace ringmaster
 

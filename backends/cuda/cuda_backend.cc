@@ -341,8 +341,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
 
 double CudaBackend::CommSetupSeconds() const { return impl_->comm_setup_s; }
 
-absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Split(
-    bool member, double* setup_s) {
+absl::StatusOr<std::unique_ptr<CollectiveBackend>> CudaBackend::Split(
+    bool member, HostComm* /*member_comm*/, double* setup_s) {
   RM_RETURN_IF_ERROR(impl_->EnsureComm());
   const Impl& m = *impl_;
   auto t0 = std::chrono::steady_clock::now();
@@ -355,7 +355,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Split(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
             .count();
   }
-  if (!member) return std::unique_ptr<CudaBackend>();
+  if (!member) return std::unique_ptr<CollectiveBackend>();
   auto impl = std::make_unique<Impl>();
   impl->comm = sub;
   RM_NCCL(ncclCommUserRank(sub, &impl->rank), m.rank);
@@ -368,7 +368,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Split(
   Impl& n = *backend->impl_;
   RM_CUDA(cudaStreamCreateWithFlags(&n.stream, cudaStreamNonBlocking), n.rank);
   RM_CUDA(cudaMalloc(&n.d_wrong, sizeof(unsigned long long)), n.rank);
-  return backend;
+  return std::unique_ptr<CollectiveBackend>(std::move(backend));
 }
 
 BackendInfo CudaBackend::Info() const { return impl_->info; }

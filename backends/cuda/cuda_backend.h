@@ -43,15 +43,13 @@ class CudaBackend : public CollectiveBackend {
   absl::StatusOr<std::vector<double>> TimeEachOp(int iters) override;
   absl::StatusOr<int64_t> Verify() override;
 
-  // A backend over the first ranks of this one's communicator
-  // (ncclCommSplit): collective over all ranks of this backend; members get
-  // a backend on the same GPU with its own communicator and buffers,
-  // others nullptr. `setup_s` receives the split time.
-  absl::StatusOr<std::unique_ptr<CudaBackend>> Split(bool member,
-                                                     double* setup_s);
+  // ncclCommSplit of this backend's communicator: members get a backend on
+  // the same GPU with its own communicator and buffers (`member_comm` is
+  // not used: NCCL splits its own).
+  absl::StatusOr<std::unique_ptr<CollectiveBackend>> Split(
+      bool member, HostComm* member_comm, double* setup_s) override;
 
-  // Seconds the communicator's creation took (0 until it exists).
-  double CommSetupSeconds() const;
+  double CommSetupSeconds() const override;
 
   // Aborts the communicator (unblocks peers' pending operations).
   void Abort();

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "backends/host/elements.h"
+#include "comm/elements.h"
 #include "core/names.h"
 #include "core/status_macros.h"
 #include "kernels/patterns.h"
@@ -17,6 +17,22 @@ HostBackend::HostBackend(HostComm& comm, std::vector<Fault> faults)
       nranks_(comm.size()),
       faults_(std::move(faults)),
       slow_(SlowFactor(faults_, rank_)) {}
+
+absl::StatusOr<std::unique_ptr<CollectiveBackend>> HostBackend::Split(
+    bool member, HostComm* member_comm, double* setup_s) {
+  if (!member) return std::unique_ptr<CollectiveBackend>();
+  if (member_comm == nullptr) {
+    return absl::InvalidArgumentError("host backend split: no communicator");
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto backend = std::make_unique<HostBackend>(*member_comm, faults_);
+  if (setup_s) {
+    *setup_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+  }
+  return std::unique_ptr<CollectiveBackend>(std::move(backend));
+}
 
 BackendInfo HostBackend::Info() const {
   BackendInfo info;

@@ -13,7 +13,7 @@
 
 #include "backends/backend.h"
 #include "backends/collective_layout.h"
-#include "backends/host/host_comm.h"
+#include "comm/host_comm.h"
 #include "core/faults.h"
 
 namespace ringmaster {
@@ -31,6 +31,8 @@ class HostBackend : public CollectiveBackend {
                                                   bool graph) override;
   absl::StatusOr<std::vector<double>> TimeEachOp(int iters) override;
   absl::StatusOr<int64_t> Verify() override;
+  absl::StatusOr<std::unique_ptr<CollectiveBackend>> Split(
+      bool member, HostComm* member_comm, double* setup_s) override;
 
  private:
   absl::Status RunOnce();

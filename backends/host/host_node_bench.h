@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backends/host/blas.h"
-#include "backends/host/host_comm.h"
+#include "comm/host_comm.h"
 #include "backends/node_bench.h"
 #include "core/faults.h"
 

@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "backends/host/host_comm.h"
+#include "comm/host_comm.h"
 #include "backends/trainer.h"
 
 namespace ringmaster {

@@ -1,0 +1,32 @@
+// The gRPC channel to a coordinator, shared by the worker and the CLI's
+// clients: plaintext for loopback, TLS when a CA file is given (plus a
+// client certificate for mTLS).
+#ifndef RINGMASTER_COMM_GRPC_CHANNEL_H_
+#define RINGMASTER_COMM_GRPC_CHANNEL_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace ringmaster {
+
+struct TlsFiles {
+  std::string ca_file;    // server CA (PEM); empty: plaintext
+  std::string cert_file;  // client certificate for mTLS (optional)
+  std::string key_file;
+  // From RINGMASTER_TLS_CA / RINGMASTER_TLS_CERT / RINGMASTER_TLS_KEY.
+  static TlsFiles FromEnv();
+};
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeCoordinatorChannel(
+    const std::string& address, const TlsFiles& tls);
+
+// Reads a whole (small) file.
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path);
+
+}  // namespace ringmaster
+
+#endif  // RINGMASTER_COMM_GRPC_CHANNEL_H_
