@@ -231,323 +231,371 @@ std::string DtypeKey(v1::DataType t) {
   }
 }
 
+// --calibrate: fits `t`'s model to measured all-reduce results and prints
+// the fit, point by point (held-out sizes marked).
+int PredictCalibration(const PredictOptions& o, v1::Topology* topology,
+                       nlohmann::json* out) {
+  v1::Topology& t = *topology;
+  nlohmann::json& summary = *out;
+  std::vector<Measurement> all;
+  int nranks = 0, measured_nodes = 1;
+  if (auto s = ReadMeasurements(o.calibrate, &all, &nranks, &measured_nodes);
+      !s.ok())
+    return Fail(std::string(s.message()));
+  if (nranks != measured_nodes * t.node().gpus()) {
+    return Fail(absl::StrFormat(
+        "the results ran on %d rank(s) over %d node(s); the topology %s has "
+        "%d GPU(s) per node",
+        nranks, measured_nodes, t.id(), t.node().gpus()));
+  }
+  auto min_bytes = ParseSizeBytes(o.min_size);
+  if (!min_bytes.ok())
+    return Fail("--min-size: " + std::string(min_bytes.status().message()));
+  // Distinct sizes >= the minimum; every k-th is held out.
+  std::set<int64_t> sizes;
+  for (const auto& m : all)
+    if (m.size_bytes >= *min_bytes) sizes.insert(m.size_bytes);
+  std::set<int64_t> held;
+  int i = 0;
+  for (int64_t s : sizes) {
+    if (o.holdout > 0 && i % o.holdout == o.holdout - 1) held.insert(s);
+    ++i;
+  }
+  std::vector<Measurement> fit_points;
+  for (const auto& m : all)
+    if (m.size_bytes >= *min_bytes && !held.count(m.size_bytes))
+      fit_points.push_back(m);
+  auto params = Calibrate(t, measured_nodes, fit_points, *min_bytes);
+  if (!params.ok()) return Fail(std::string(params.status().message()));
+  *t.mutable_model() = *params;
+  std::cout << absl::StrFormat(
+      "# calibration on %s: %d rank(s), %d node(s), %d point(s) >= %s, %d "
+      "size(s) held out\n# %s\n",
+      absl::StrJoin(o.calibrate, ", "), nranks, measured_nodes,
+      fit_points.size(), FormatBytes(*min_bytes), held.size(),
+      params->source());
+  std::cout << "#        size   measured (us)  predicted (us)   rel err  "
+               "held out\n";
+  double worst_held = 0, worst_fit = 0;
+  std::map<int64_t, std::vector<double>> by_size;
+  for (const auto& m : all)
+    if (m.size_bytes >= *min_bytes) by_size[m.size_bytes].push_back(m.time_s);
+  for (const auto& [size, times] : by_size) {
+    std::vector<double> v = times;
+    std::sort(v.begin(), v.end());
+    const double measured = v[v.size() / 2];
+    auto p = PredictCollective(t, measured_nodes, v1::ALL_REDUCE, size);
+    if (!p.ok()) return Fail(std::string(p.status().message()));
+    const double rel = (p->time_s - measured) / measured;
+    const bool is_held = held.count(size) > 0;
+    (is_held ? worst_held : worst_fit) =
+        std::max(is_held ? worst_held : worst_fit, std::abs(rel));
+    std::cout << absl::StrFormat("%13s %15.2f %15.2f %+9.3f  %s\n",
+                                 FormatBytes(size), measured * 1e6,
+                                 p->time_s * 1e6, rel, is_held ? "yes" : "");
+  }
+  std::cout << absl::StrFormat(
+      "# max |rel err|: %.3f on held-out sizes, %.3f on fitted sizes\n",
+      worst_held, worst_fit);
+  summary["model_allreduce_max_rel_err_ge1MiB"] =
+      held.empty() ? worst_fit : worst_held;
+  summary["model_allreduce_max_rel_err_fitted"] = worst_fit;
+  summary["calibrated_points"] = fit_points.size();
+  summary["held_out_sizes"] = held.size();
+  summary["nvlink_efficiency"] = params->nvlink_efficiency();
+  summary["pcie_efficiency"] = params->pcie_efficiency();
+  summary["net_efficiency"] = params->net_efficiency();
+  summary["intra_step_us"] = params->intra_step_us();
+  summary["inter_step_us"] = params->inter_step_us();
+  if (!o.params_out.empty()) {
+    std::ofstream out(o.params_out);
+    out << "# ringmaster predict --calibrate: the model section of " << t.id()
+        << "\n"
+        << MessageToYaml(*params);
+    if (!out) return Fail(o.params_out + ": cannot write", kExitInternal);
+  }
+  return kExitOk;
+}
+
+using Points = std::vector<std::pair<v1::Collective, int64_t>>;
+
+// The plan's (collective, size) points once each, in plan order, or
+// --sizes MIN:MAX in powers of two for each of its collectives.
+int PredictionPoints(const PredictOptions& o,
+                     const std::vector<v1::Case>& cases, Points* out) {
+  Points& points = *out;
+  std::set<std::pair<int, int64_t>> seen;
+  std::vector<v1::Collective> collectives;
+  for (const v1::Case& c : cases) {
+    if (c.bench() != v1::BENCH_COLLECTIVE) continue;
+    if (std::find(collectives.begin(), collectives.end(), c.collective()) ==
+        collectives.end())
+      collectives.push_back(c.collective());
+    if (seen.insert({c.collective(), c.size_bytes()}).second)
+      points.push_back({c.collective(), c.size_bytes()});
+  }
+  if (!o.sizes.empty()) {
+    std::vector<std::string> mm = absl::StrSplit(o.sizes, ':');
+    auto lo = ParseSizeBytes(mm[0]);
+    auto hi = ParseSizeBytes(mm.size() > 1 ? mm[1] : mm[0]);
+    if (!lo.ok() || !hi.ok() || *lo <= 0 || *hi < *lo)
+      return Fail("--sizes: expected MIN:MAX like 1MiB:8GiB");
+    points.clear();
+    for (v1::Collective c : collectives)
+      for (int64_t s = *lo; s <= *hi; s *= 2) points.push_back({c, s});
+  }
+  return kExitOk;
+}
+
+// The collectives of `points` on `t`, with `nodes` nodes of `nranks` ranks.
+int PredictCollectives(const v1::Plan& plan, const v1::Topology& t, int nodes,
+                       int nranks, const Points& points,
+                       nlohmann::json* summary) {
+  const Ceilings ceil = PathCeilings(t);
+  const v1::ModelParams m = EffectiveParams(t);
+  std::cout << absl::StrFormat(
+      "# predict %s on %s: %d node(s) x %d GPU(s) = %d ranks\n", plan.name(),
+      t.name(), nodes, t.node().gpus(), nranks);
+  std::cout << absl::StrFormat(
+      "# speed of light per direction: NVLink %.4g GB/s, PCIe %.4g GB/s, "
+      "network %.4g GB/s per node (%.4g per GPU)\n",
+      ceil.nvlink_gbps, ceil.pcie_gbps, ceil.net_node_gbps,
+      ceil.net_gpu_gbps);
+  std::cout << absl::StrFormat(
+      "# model (%s): efficiency NVLink %.3f, PCIe %.3f, network %.3f; step "
+      "%.2f us intra, %.2f us inter; base %.1f us\n",
+      m.source(), m.nvlink_efficiency(), m.pcie_efficiency(),
+      m.net_efficiency(), m.intra_step_us(), m.inter_step_us(), m.base_us());
+  const double price = t.price_per_gpu_hour() * nranks;
+  nlohmann::json rows = nlohmann::json::array();
+  v1::Collective current = v1::COLLECTIVE_UNSPECIFIED;
+  for (const auto& [c, size] : points) {
+    auto p = PredictCollective(t, nodes, c, size);
+    if (!p.ok()) return Fail(std::string(p.status().message()));
+    if (c != current) {
+      current = c;
+      std::cout << absl::StrFormat(
+          "#\n# %s\n#        size      time (us)   algbw (GB/s)   busbw "
+          "(GB/s)  algorithm     bottleneck%s\n",
+          CollectiveName(c), price > 0 ? "   cost/op (USD)" : "");
+    }
+    std::cout << absl::StrFormat(
+        "%13s %14.2f %14.2f %14.2f  %-12s  %-10s", FormatBytes(size),
+        p->time_s * 1e6, p->algbw_gbps, p->busbw_gbps,
+        p->algorithm + "/" + p->protocol, p->bottleneck);
+    if (price > 0)
+      std::cout << absl::StrFormat("   %.3g", price * p->time_s / 3600);
+    std::cout << "\n";
+    rows.push_back({{"collective", std::string(CollectiveName(c))},
+                    {"size_bytes", size},
+                    {"time_s", p->time_s},
+                    {"busbw_gbps", p->busbw_gbps},
+                    {"algorithm", p->algorithm},
+                    {"protocol", p->protocol},
+                    {"bottleneck", p->bottleneck}});
+  }
+  (*summary)["nodes"] = nodes;
+  (*summary)["predictions"] = rows;
+
+  return kExitOk;
+}
+
+// --compare / --measured: the same points on other systems (each with its
+// own model), and what was measured where it was.
+int PredictSideBySide(const PredictOptions& o, const v1::Topology& t,
+                      int nodes, const Points& points,
+                      nlohmann::json* summary) {
+  std::vector<v1::Topology> systems = {t};
+  for (const std::string& path : o.compare) {
+    auto other = LoadTopology(path);
+    if (!other.ok()) return Fail(std::string(other.status().message()));
+    systems.push_back(*other);
+  }
+  std::map<std::pair<int, int64_t>, std::vector<double>> measured_busbw;
+  absl::Status read = ForEachResult(o.measured, [&](const v1::Result& r) {
+    if (r.status() == v1::OK && r.case_().bench() == v1::BENCH_COLLECTIVE &&
+        r.case_().variant().empty()) {
+      measured_busbw[{r.case_().collective(), r.case_().size_bytes()}]
+          .push_back(r.busbw_gbps());
+    }
+  });
+  if (!read.ok()) return Fail(std::string(read.message()));
+  std::cout << "#\n# busbw (GB/s) side by side, " << nodes
+            << " node(s) each (predicted"
+            << (o.measured.empty() ? "" : "; measured") << ")\n#"
+            << absl::StrFormat("%12s %-14s", "size", "collective");
+  for (const v1::Topology& sys : systems)
+    std::cout << absl::StrFormat(" %22s", sys.id().substr(0, 22));
+  if (!o.measured.empty())
+    std::cout << absl::StrFormat(" %10s", "measured");
+  std::cout << "\n";
+  nlohmann::json side = nlohmann::json::array();
+  for (const auto& [c, size] : points) {
+    std::cout << absl::StrFormat(" %12s %-14s", FormatBytes(size),
+                                 CollectiveName(c));
+    nlohmann::json row = {{"collective", std::string(CollectiveName(c))},
+                          {"size_bytes", size}};
+    for (const v1::Topology& sys : systems) {
+      auto p = PredictCollective(sys, nodes, c, size);
+      if (!p.ok()) return Fail(std::string(p.status().message()));
+      std::cout << absl::StrFormat(" %14.2f %-7s", p->busbw_gbps,
+                                   p->bottleneck);
+      row[sys.id()] = p->busbw_gbps;
+    }
+    auto m = measured_busbw.find({c, size});
+    if (m != measured_busbw.end()) {
+      std::vector<double> v = m->second;
+      std::sort(v.begin(), v.end());
+      std::cout << absl::StrFormat(" %10.2f", v[v.size() / 2]);
+      row["measured"] = v[v.size() / 2];
+    } else if (!o.measured.empty()) {
+      std::cout << absl::StrFormat(" %10s", "-");
+    }
+    std::cout << "\n";
+    side.push_back(row);
+  }
+  (*summary)["side_by_side"] = side;
+  return kExitOk;
+}
+
+// Training cases: the data-parallel step on each rung of the ladder.
+int PredictTraining(const PredictOptions& o, const v1::Topology& t,
+                    int nranks, const std::vector<v1::Case>& cases,
+                    nlohmann::json* summary) {
+  const double price = t.price_per_gpu_hour() * nranks;
+  std::map<std::pair<std::string, bool>, double> measured_compute;
+  if (!o.compute_from.empty()) {
+    auto m = ReadComputeSteps(o.compute_from);
+    if (!m.ok()) return Fail(std::string(m.status().message()));
+    measured_compute = *m;
+  }
+  nlohmann::json train_rows = nlohmann::json::array();
+  struct TrainRow {
+    int order;  // the spec's first appearance, then overlap first
+    std::string name;
+    bool overlap;
+    int ranks;
+    std::string header;
+    DpStepSpec spec;
+    DpStepPrediction p;
+  };
+  std::vector<TrainRow> train;
+  std::set<std::tuple<std::string, bool, int>> done;
+  std::map<std::string, int> spec_order;
+  for (const v1::Case& c : cases) {
+    if (c.bench() != v1::BENCH_TRAIN || c.train().inference()) continue;
+    const int n = c.nranks() > 0 ? c.nranks() : nranks;
+    if (!done.insert({c.spec_name(), c.train().overlap(), n}).second)
+      continue;
+    spec_order.emplace(c.spec_name(), static_cast<int>(spec_order.size()));
+    DpStepSpec spec;
+    spec.layers = c.train().layers();
+    spec.hidden = c.train().hidden();
+    spec.batch =
+        c.train().strong() ? c.train().batch() / n : c.train().batch();
+    spec.dtype_bytes = static_cast<int>(DataTypeSize(c.dtype()));
+    spec.bucket_bytes =
+        c.train().bucket_bytes() > 0 ? c.train().bucket_bytes() : 25 << 20;
+    spec.overlap = c.train().overlap();
+    std::string compute_source;
+    auto mc = measured_compute.find({c.spec_name(), spec.overlap});
+    if (mc != measured_compute.end()) {
+      spec.compute_s = mc->second;
+      compute_source = "measured on 1 rank";
+    } else {
+      auto secs =
+          ComputeSeconds(t, spec, DtypeKey(c.dtype()), o.gemm_efficiency);
+      if (!secs.ok()) return Fail(std::string(secs.status().message()));
+      spec.compute_s = *secs;
+      compute_source =
+          absl::StrFormat("%.0f%% of the %s peak", o.gemm_efficiency * 100,
+                          DtypeKey(c.dtype()));
+    }
+    // A rung of n ranks: whole nodes, or part of one.
+    v1::Topology rung = t;
+    const int rung_nodes =
+        std::max(1, (n + t.node().gpus() - 1) / t.node().gpus());
+    if (n < t.node().gpus()) rung.mutable_node()->set_gpus(n);
+    auto p = PredictDpStep(rung, rung_nodes, spec);
+    if (!p.ok()) return Fail(std::string(p.status().message()));
+    const std::string header = absl::StrFormat(
+        "#\n# train %s: L%d H%d B%d/rank %s, bucket %s, %s; compute %s\n"
+        "#ranks  step (ms)  compute (ms)  exposed (ms)  comm (ms)  "
+        "buckets    samples/s%s\n",
+        c.spec_name(), spec.layers, spec.hidden, spec.batch,
+        DataTypeName(c.dtype()), FormatBytes(spec.bucket_bytes),
+        spec.overlap ? "overlap" : "no overlap", compute_source,
+        price > 0 ? "   USD/step  USD/1M samples" : "");
+    train.push_back({spec_order[c.spec_name()], c.spec_name(), spec.overlap,
+                     n, header, spec, *p});
+  }
+  std::stable_sort(train.begin(), train.end(),
+                   [](const TrainRow& a, const TrainRow& b) {
+                     return std::make_tuple(a.order, !a.overlap, a.ranks) <
+                            std::make_tuple(b.order, !b.overlap, b.ranks);
+                   });
+  std::string last_header;
+  for (const TrainRow& r : train) {
+    if (r.header != last_header) std::cout << (last_header = r.header);
+    const double samples =
+        static_cast<double>(r.spec.batch) * r.ranks / r.p.step_s;
+    std::cout << absl::StrFormat(
+        "%6d %10.3f %13.3f %13.3f %10.3f %8d %12.0f", r.ranks,
+        r.p.step_s * 1e3, r.p.compute_s * 1e3, r.p.exposed_comm_s * 1e3,
+        r.p.comm_s * 1e3, r.p.buckets, samples);
+    const double rung_price = t.price_per_gpu_hour() * r.ranks;
+    if (rung_price > 0) {
+      const double per_step = rung_price * r.p.step_s / 3600;
+      const double per_million =
+          per_step / (static_cast<double>(r.spec.batch) * r.ranks) * 1e6;
+      std::cout << absl::StrFormat("   %.4g  %.4g", per_step, per_million);
+    }
+    std::cout << "\n";
+    train_rows.push_back({{"spec", r.name},
+                          {"overlap", r.overlap},
+                          {"ranks", r.ranks},
+                          {"step_s", r.p.step_s},
+                          {"compute_s", r.p.compute_s},
+                          {"exposed_comm_s", r.p.exposed_comm_s},
+                          {"comm_s", r.p.comm_s}});
+  }
+  if (!train_rows.empty()) (*summary)["train"] = train_rows;
+  return kExitOk;
+}
+
 }  // namespace
 
 int PredictCommand(const PredictOptions& o) {
   auto topo = LoadTopology(o.topology);
   if (!topo.ok()) return Fail(std::string(topo.status().message()));
   v1::Topology t = *topo;
-  int nodes = o.nodes > 0 ? o.nodes : std::max(1, t.nodes());
+  const int nodes = o.nodes > 0 ? o.nodes : std::max(1, t.nodes());
   nlohmann::json summary;
   summary["topology"] = t.id();
-
   if (!o.calibrate.empty()) {
-    std::vector<Measurement> all;
-    int nranks = 0, measured_nodes = 1;
-    if (auto s = ReadMeasurements(o.calibrate, &all, &nranks, &measured_nodes);
-        !s.ok())
-      return Fail(std::string(s.message()));
-    if (nranks != measured_nodes * t.node().gpus()) {
-      return Fail(absl::StrFormat(
-          "the results ran on %d rank(s) over %d node(s); the topology %s has "
-          "%d GPU(s) per node",
-          nranks, measured_nodes, t.id(), t.node().gpus()));
-    }
-    auto min_bytes = ParseSizeBytes(o.min_size);
-    if (!min_bytes.ok())
-      return Fail("--min-size: " + std::string(min_bytes.status().message()));
-    // Distinct sizes >= the minimum; every k-th is held out.
-    std::set<int64_t> sizes;
-    for (const auto& m : all)
-      if (m.size_bytes >= *min_bytes) sizes.insert(m.size_bytes);
-    std::set<int64_t> held;
-    int i = 0;
-    for (int64_t s : sizes) {
-      if (o.holdout > 0 && i % o.holdout == o.holdout - 1) held.insert(s);
-      ++i;
-    }
-    std::vector<Measurement> fit_points;
-    for (const auto& m : all)
-      if (m.size_bytes >= *min_bytes && !held.count(m.size_bytes))
-        fit_points.push_back(m);
-    auto params = Calibrate(t, measured_nodes, fit_points, *min_bytes);
-    if (!params.ok()) return Fail(std::string(params.status().message()));
-    *t.mutable_model() = *params;
-    std::cout << absl::StrFormat(
-        "# calibration on %s: %d rank(s), %d node(s), %d point(s) >= %s, %d "
-        "size(s) held out\n# %s\n",
-        absl::StrJoin(o.calibrate, ", "), nranks, measured_nodes,
-        fit_points.size(), FormatBytes(*min_bytes), held.size(),
-        params->source());
-    std::cout << "#        size   measured (us)  predicted (us)   rel err  "
-                 "held out\n";
-    double worst_held = 0, worst_fit = 0;
-    std::map<int64_t, std::vector<double>> by_size;
-    for (const auto& m : all)
-      if (m.size_bytes >= *min_bytes) by_size[m.size_bytes].push_back(m.time_s);
-    for (const auto& [size, times] : by_size) {
-      std::vector<double> v = times;
-      std::sort(v.begin(), v.end());
-      const double measured = v[v.size() / 2];
-      auto p = PredictCollective(t, measured_nodes, v1::ALL_REDUCE, size);
-      if (!p.ok()) return Fail(std::string(p.status().message()));
-      const double rel = (p->time_s - measured) / measured;
-      const bool is_held = held.count(size) > 0;
-      (is_held ? worst_held : worst_fit) =
-          std::max(is_held ? worst_held : worst_fit, std::abs(rel));
-      std::cout << absl::StrFormat("%13s %15.2f %15.2f %+9.3f  %s\n",
-                                   FormatBytes(size), measured * 1e6,
-                                   p->time_s * 1e6, rel, is_held ? "yes" : "");
-    }
-    std::cout << absl::StrFormat(
-        "# max |rel err|: %.3f on held-out sizes, %.3f on fitted sizes\n",
-        worst_held, worst_fit);
-    summary["model_allreduce_max_rel_err_ge1MiB"] =
-        held.empty() ? worst_fit : worst_held;
-    summary["model_allreduce_max_rel_err_fitted"] = worst_fit;
-    summary["calibrated_points"] = fit_points.size();
-    summary["held_out_sizes"] = held.size();
-    summary["nvlink_efficiency"] = params->nvlink_efficiency();
-    summary["pcie_efficiency"] = params->pcie_efficiency();
-    summary["net_efficiency"] = params->net_efficiency();
-    summary["intra_step_us"] = params->intra_step_us();
-    summary["inter_step_us"] = params->inter_step_us();
-    if (!o.params_out.empty()) {
-      std::ofstream out(o.params_out);
-      out << "# ringmaster predict --calibrate: the model section of " << t.id()
-          << "\n"
-          << MessageToYaml(*params);
-      if (!out) return Fail(o.params_out + ": cannot write", kExitInternal);
-    }
+    if (int code = PredictCalibration(o, &t, &summary); code != kExitOk)
+      return code;
   }
-
   if (!o.plan.empty()) {
     auto plan = LoadPlanFile(o.plan);
     if (!plan.ok()) return Fail(std::string(plan.status().message()));
     const int nranks = nodes * t.node().gpus();
     auto cases = ExpandPlan(*plan, 100000, nranks);
     if (!cases.ok()) return Fail(std::string(cases.status().message()));
-    // (collective, size) once each, in plan order.
-    std::vector<std::pair<v1::Collective, int64_t>> points;
-    std::set<std::pair<int, int64_t>> seen;
-    std::vector<v1::Collective> collectives;
-    for (const v1::Case& c : *cases) {
-      if (c.bench() != v1::BENCH_COLLECTIVE) continue;
-      if (std::find(collectives.begin(), collectives.end(), c.collective()) ==
-          collectives.end())
-        collectives.push_back(c.collective());
-      if (seen.insert({c.collective(), c.size_bytes()}).second)
-        points.push_back({c.collective(), c.size_bytes()});
-    }
-    if (!o.sizes.empty()) {
-      std::vector<std::string> mm = absl::StrSplit(o.sizes, ':');
-      auto lo = ParseSizeBytes(mm[0]);
-      auto hi = ParseSizeBytes(mm.size() > 1 ? mm[1] : mm[0]);
-      if (!lo.ok() || !hi.ok() || *lo <= 0 || *hi < *lo)
-        return Fail("--sizes: expected MIN:MAX like 1MiB:8GiB");
-      points.clear();
-      for (v1::Collective c : collectives)
-        for (int64_t s = *lo; s <= *hi; s *= 2) points.push_back({c, s});
-    }
-    const Ceilings ceil = PathCeilings(t);
-    const v1::ModelParams m = EffectiveParams(t);
-    std::cout << absl::StrFormat(
-        "# predict %s on %s: %d node(s) x %d GPU(s) = %d ranks\n", plan->name(),
-        t.name(), nodes, t.node().gpus(), nranks);
-    std::cout << absl::StrFormat(
-        "# speed of light per direction: NVLink %.4g GB/s, PCIe %.4g GB/s, "
-        "network %.4g GB/s per node (%.4g per GPU)\n",
-        ceil.nvlink_gbps, ceil.pcie_gbps, ceil.net_node_gbps,
-        ceil.net_gpu_gbps);
-    std::cout << absl::StrFormat(
-        "# model (%s): efficiency NVLink %.3f, PCIe %.3f, network %.3f; step "
-        "%.2f us intra, %.2f us inter; base %.1f us\n",
-        m.source(), m.nvlink_efficiency(), m.pcie_efficiency(),
-        m.net_efficiency(), m.intra_step_us(), m.inter_step_us(), m.base_us());
-    const double price = t.price_per_gpu_hour() * nranks;
-    nlohmann::json rows = nlohmann::json::array();
-    v1::Collective current = v1::COLLECTIVE_UNSPECIFIED;
-    for (const auto& [c, size] : points) {
-      auto p = PredictCollective(t, nodes, c, size);
-      if (!p.ok()) return Fail(std::string(p.status().message()));
-      if (c != current) {
-        current = c;
-        std::cout << absl::StrFormat(
-            "#\n# %s\n#        size      time (us)   algbw (GB/s)   busbw "
-            "(GB/s)  algorithm     bottleneck%s\n",
-            CollectiveName(c), price > 0 ? "   cost/op (USD)" : "");
-      }
-      std::cout << absl::StrFormat(
-          "%13s %14.2f %14.2f %14.2f  %-12s  %-10s", FormatBytes(size),
-          p->time_s * 1e6, p->algbw_gbps, p->busbw_gbps,
-          p->algorithm + "/" + p->protocol, p->bottleneck);
-      if (price > 0)
-        std::cout << absl::StrFormat("   %.3g", price * p->time_s / 3600);
-      std::cout << "\n";
-      rows.push_back({{"collective", std::string(CollectiveName(c))},
-                      {"size_bytes", size},
-                      {"time_s", p->time_s},
-                      {"busbw_gbps", p->busbw_gbps},
-                      {"algorithm", p->algorithm},
-                      {"protocol", p->protocol},
-                      {"bottleneck", p->bottleneck}});
-    }
-    summary["nodes"] = nodes;
-    summary["predictions"] = rows;
-
-    // Interconnects side by side: the same collectives on other systems
-    // (each with its own model), and what was measured where it was.
+    Points points;
+    if (int code = PredictionPoints(o, *cases, &points); code != kExitOk)
+      return code;
+    if (int code = PredictCollectives(*plan, t, nodes, nranks, points, &summary);
+        code != kExitOk)
+      return code;
     if (!o.compare.empty() || !o.measured.empty()) {
-      std::vector<v1::Topology> systems = {t};
-      for (const std::string& path : o.compare) {
-        auto other = LoadTopology(path);
-        if (!other.ok()) return Fail(std::string(other.status().message()));
-        systems.push_back(*other);
-      }
-      std::map<std::pair<int, int64_t>, std::vector<double>> measured_busbw;
-      absl::Status read = ForEachResult(o.measured, [&](const v1::Result& r) {
-        if (r.status() == v1::OK && r.case_().bench() == v1::BENCH_COLLECTIVE &&
-            r.case_().variant().empty()) {
-          measured_busbw[{r.case_().collective(), r.case_().size_bytes()}]
-              .push_back(r.busbw_gbps());
-        }
-      });
-      if (!read.ok()) return Fail(std::string(read.message()));
-      std::cout << "#\n# busbw (GB/s) side by side, " << nodes
-                << " node(s) each (predicted"
-                << (o.measured.empty() ? "" : "; measured") << ")\n#"
-                << absl::StrFormat("%12s %-14s", "size", "collective");
-      for (const v1::Topology& sys : systems)
-        std::cout << absl::StrFormat(" %22s", sys.id().substr(0, 22));
-      if (!o.measured.empty())
-        std::cout << absl::StrFormat(" %10s", "measured");
-      std::cout << "\n";
-      nlohmann::json side = nlohmann::json::array();
-      for (const auto& [c, size] : points) {
-        std::cout << absl::StrFormat(" %12s %-14s", FormatBytes(size),
-                                     CollectiveName(c));
-        nlohmann::json row = {{"collective", std::string(CollectiveName(c))},
-                              {"size_bytes", size}};
-        for (const v1::Topology& sys : systems) {
-          auto p = PredictCollective(sys, nodes, c, size);
-          if (!p.ok()) return Fail(std::string(p.status().message()));
-          std::cout << absl::StrFormat(" %14.2f %-7s", p->busbw_gbps,
-                                       p->bottleneck);
-          row[sys.id()] = p->busbw_gbps;
-        }
-        auto m = measured_busbw.find({c, size});
-        if (m != measured_busbw.end()) {
-          std::vector<double> v = m->second;
-          std::sort(v.begin(), v.end());
-          std::cout << absl::StrFormat(" %10.2f", v[v.size() / 2]);
-          row["measured"] = v[v.size() / 2];
-        } else if (!o.measured.empty()) {
-          std::cout << absl::StrFormat(" %10s", "-");
-        }
-        std::cout << "\n";
-        side.push_back(row);
-      }
-      summary["side_by_side"] = side;
+      if (int code = PredictSideBySide(o, t, nodes, points, &summary);
+          code != kExitOk)
+        return code;
     }
-
-    // Training cases: the data-parallel step on each rung of the ladder.
-    std::map<std::pair<std::string, bool>, double> measured_compute;
-    if (!o.compute_from.empty()) {
-      auto m = ReadComputeSteps(o.compute_from);
-      if (!m.ok()) return Fail(std::string(m.status().message()));
-      measured_compute = *m;
-    }
-    nlohmann::json train_rows = nlohmann::json::array();
-    struct TrainRow {
-      int order;  // the spec's first appearance, then overlap first
-      std::string name;
-      bool overlap;
-      int ranks;
-      std::string header;
-      DpStepSpec spec;
-      DpStepPrediction p;
-    };
-    std::vector<TrainRow> train;
-    std::set<std::tuple<std::string, bool, int>> done;
-    std::map<std::string, int> spec_order;
-    for (const v1::Case& c : *cases) {
-      if (c.bench() != v1::BENCH_TRAIN || c.train().inference()) continue;
-      const int n = c.nranks() > 0 ? c.nranks() : nranks;
-      if (!done.insert({c.spec_name(), c.train().overlap(), n}).second)
-        continue;
-      spec_order.emplace(c.spec_name(), static_cast<int>(spec_order.size()));
-      DpStepSpec spec;
-      spec.layers = c.train().layers();
-      spec.hidden = c.train().hidden();
-      spec.batch =
-          c.train().strong() ? c.train().batch() / n : c.train().batch();
-      spec.dtype_bytes = static_cast<int>(DataTypeSize(c.dtype()));
-      spec.bucket_bytes =
-          c.train().bucket_bytes() > 0 ? c.train().bucket_bytes() : 25 << 20;
-      spec.overlap = c.train().overlap();
-      std::string compute_source;
-      auto mc = measured_compute.find({c.spec_name(), spec.overlap});
-      if (mc != measured_compute.end()) {
-        spec.compute_s = mc->second;
-        compute_source = "measured on 1 rank";
-      } else {
-        auto secs =
-            ComputeSeconds(t, spec, DtypeKey(c.dtype()), o.gemm_efficiency);
-        if (!secs.ok()) return Fail(std::string(secs.status().message()));
-        spec.compute_s = *secs;
-        compute_source =
-            absl::StrFormat("%.0f%% of the %s peak", o.gemm_efficiency * 100,
-                            DtypeKey(c.dtype()));
-      }
-      // A rung of n ranks: whole nodes, or part of one.
-      v1::Topology rung = t;
-      const int rung_nodes =
-          std::max(1, (n + t.node().gpus() - 1) / t.node().gpus());
-      if (n < t.node().gpus()) rung.mutable_node()->set_gpus(n);
-      auto p = PredictDpStep(rung, rung_nodes, spec);
-      if (!p.ok()) return Fail(std::string(p.status().message()));
-      const std::string header = absl::StrFormat(
-          "#\n# train %s: L%d H%d B%d/rank %s, bucket %s, %s; compute %s\n"
-          "#ranks  step (ms)  compute (ms)  exposed (ms)  comm (ms)  "
-          "buckets    samples/s%s\n",
-          c.spec_name(), spec.layers, spec.hidden, spec.batch,
-          DataTypeName(c.dtype()), FormatBytes(spec.bucket_bytes),
-          spec.overlap ? "overlap" : "no overlap", compute_source,
-          price > 0 ? "   USD/step  USD/1M samples" : "");
-      train.push_back({spec_order[c.spec_name()], c.spec_name(), spec.overlap,
-                       n, header, spec, *p});
-    }
-    std::stable_sort(train.begin(), train.end(),
-                     [](const TrainRow& a, const TrainRow& b) {
-                       return std::make_tuple(a.order, !a.overlap, a.ranks) <
-                              std::make_tuple(b.order, !b.overlap, b.ranks);
-                     });
-    std::string last_header;
-    for (const TrainRow& r : train) {
-      if (r.header != last_header) std::cout << (last_header = r.header);
-      const double samples =
-          static_cast<double>(r.spec.batch) * r.ranks / r.p.step_s;
-      std::cout << absl::StrFormat(
-          "%6d %10.3f %13.3f %13.3f %10.3f %8d %12.0f", r.ranks,
-          r.p.step_s * 1e3, r.p.compute_s * 1e3, r.p.exposed_comm_s * 1e3,
-          r.p.comm_s * 1e3, r.p.buckets, samples);
-      const double rung_price = t.price_per_gpu_hour() * r.ranks;
-      if (rung_price > 0) {
-        const double per_step = rung_price * r.p.step_s / 3600;
-        const double per_million =
-            per_step / (static_cast<double>(r.spec.batch) * r.ranks) * 1e6;
-        std::cout << absl::StrFormat("   %.4g  %.4g", per_step, per_million);
-      }
-      std::cout << "\n";
-      train_rows.push_back({{"spec", r.name},
-                            {"overlap", r.overlap},
-                            {"ranks", r.ranks},
-                            {"step_s", r.p.step_s},
-                            {"compute_s", r.p.compute_s},
-                            {"exposed_comm_s", r.p.exposed_comm_s},
-                            {"comm_s", r.p.comm_s}});
-    }
-    if (!train_rows.empty()) summary["train"] = train_rows;
+    if (int code = PredictTraining(o, t, nranks, *cases, &summary);
+        code != kExitOk)
+      return code;
   }
   if (!o.summary_out.empty()) {
     std::ofstream out(o.summary_out);
