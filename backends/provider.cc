@@ -14,7 +14,9 @@ bool HaveCudaBackend() { return true; }
 int VisibleGpuCount() { return CudaVisibleGpus(); }
 BackendInfo GpuLibraryInfo() { return CudaVersions(); }
 std::string DescribeGpusAsJson() { return CudaGpusJson(); }
-static std::unique_ptr<BackendProvider> NewGpuProvider() { return NewCudaProvider(); }
+static std::unique_ptr<BackendProvider> NewGpuProvider() {
+  return NewCudaProvider();
+}
 #else
 bool HaveCudaBackend() { return false; }
 int VisibleGpuCount() { return 0; }
@@ -31,8 +33,8 @@ absl::StatusOr<std::unique_ptr<BackendProvider>> MakeBackendProvider(
   if (name == "auto") name = VisibleGpuCount() > 0 ? "cuda" : "host";
   if (name == "host") return NewHostProvider();
   if (name != "cuda") {
-    return absl::InvalidArgumentError("backend: expected auto, host or cuda, got " +
-                                      std::string(name));
+    return absl::InvalidArgumentError(
+        "backend: expected auto, host or cuda, got " + std::string(name));
   }
   std::unique_ptr<BackendProvider> gpu = NewGpuProvider();
   if (!gpu) {

@@ -13,63 +13,75 @@ void AddRun(CLI::App& app, CliOptions* o, CliCommands* c) {
       "plans/quickstart.yaml on all visible GPUs, or on 2 host ranks without "
       "GPUs.");
   c->run->add_option("plan", o->run.plan_path, "Plan file (YAML)");
-  c->run->add_option("--np", o->run.np,
-                  "Number of ranks (default: plan's, else #GPUs, else 2)")
+  c->run
+      ->add_option("--np", o->run.np,
+                   "Number of ranks (default: plan's, else #GPUs, else 2)")
       ->check(CLI::Range(1, 65536));
-  c->run->add_option("--out", o->run.out_dir,
-                  "Results folder: <out>/ringmaster.db and "
-                  "<out>/<job-id>/results.{jsonl,csv}")
+  c->run
+      ->add_option("--out", o->run.out_dir,
+                   "Results folder: <out>/ringmaster.db and "
+                   "<out>/<job-id>/results.{jsonl,csv}")
       ->capture_default_str();
-  c->run->add_option("--backend", o->run.backend,
-                  "auto, host (MPI on CPUs) or cuda (NCCL)")
+  c->run
+      ->add_option("--backend", o->run.backend,
+                   "auto, host (MPI on CPUs) or cuda (NCCL)")
       ->check(CLI::IsMember({"auto", "host", "cuda"}))
       ->capture_default_str();
-  c->run->add_option("--hostfile", o->run.hostfile,
-                  "mpirun hostfile for multi-node runs")
+  c->run
+      ->add_option("--hostfile", o->run.hostfile,
+                   "mpirun hostfile for multi-node runs")
       ->check(CLI::ExistingFile);
   c->run->add_option("--mpirun", o->run.mpirun, "mpirun executable")
       ->capture_default_str();
   c->run->add_option("--mpirun-arg", o->run.mpirun_args,
-                  "Extra argument passed to mpirun (repeatable)");
-  c->run->add_option("--timeout", o->run.timeout_s,
-                  "Job deadline in seconds (default: derived from the plan)")
+                     "Extra argument passed to mpirun (repeatable)");
+  c->run
+      ->add_option("--timeout", o->run.timeout_s,
+                   "Job deadline in seconds (default: derived from the plan)")
       ->check(CLI::PositiveNumber);
-  c->run->add_option(
-         "--heartbeat-timeout", o->run.heartbeat_timeout_s,
-         "Seconds without a heartbeat before a rank counts as unreachable")
+  c->run
+      ->add_option(
+          "--heartbeat-timeout", o->run.heartbeat_timeout_s,
+          "Seconds without a heartbeat before a rank counts as unreachable")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  c->run->add_option("--op-timeout", o->run.op_timeout_s,
-                  "Seconds without progress on any rank before the rank "
-                  "furthest behind is declared hung (rank_hung)")
+  c->run
+      ->add_option("--op-timeout", o->run.op_timeout_s,
+                   "Seconds without progress on any rank before the rank "
+                   "furthest behind is declared hung (rank_hung)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  c->run->add_flag("--quiet", o->run.quiet, "Do not echo the launcher's output");
+  c->run->add_flag("--quiet", o->run.quiet,
+                   "Do not echo the launcher's output");
   c->run->add_flag("--nccl-algorithms", o->run.nccl_algorithms,
-                "Label every result with NCCL's algorithm, protocol and "
-                "channels, read from "
-                "NCCL's tuning log in a one-operation probe launch before "
-                "each variant's first measured one");
-  c->run->add_option("--rounds", o->run.rounds,
-                  "Run the plan this many times, one job per variant in each "
-                  "round (variants A and B run A B A B ...): an interleaved "
-                  "A/B benchmark for `ringmaster compare OUT OUT "
-                  "--base-variant A --new-variant B`, or repeated runs of a "
-                  "plan without variants")
+                   "Label every result with NCCL's algorithm, protocol and "
+                   "channels, read from "
+                   "NCCL's tuning log in a one-operation probe launch before "
+                   "each variant's first measured one");
+  c->run
+      ->add_option("--rounds", o->run.rounds,
+                   "Run the plan this many times, one job per variant in each "
+                   "round (variants A and B run A B A B ...): an interleaved "
+                   "A/B benchmark for `ringmaster compare OUT OUT "
+                   "--base-variant A --new-variant B`, or repeated runs of a "
+                   "plan without variants")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  c->run->add_option("--worker", o->run.worker,
-                  "The worker binary to launch (default: ringmaster-worker "
-                  "beside this one); a worker built with benchmark kinds of "
-                  "its own runs plans that name them")
+  c->run
+      ->add_option("--worker", o->run.worker,
+                   "The worker binary to launch (default: ringmaster-worker "
+                   "beside this one); a worker built with benchmark kinds of "
+                   "its own runs plans that name them")
       ->check(CLI::ExistingFile);
 
   c->validate = app.add_subcommand(
       "validate", "Check a plan and print its expansion; runs nothing");
-  c->validate->add_option("plan", o->validate_path, "Plan file (YAML)")->required();
-  c->validate->add_option("--worker", o->validate_worker,
-                       "The worker whose benchmark kinds the plan may name "
-                       "(default: ringmaster-worker beside this one)")
+  c->validate->add_option("plan", o->validate_path, "Plan file (YAML)")
+      ->required();
+  c->validate
+      ->add_option("--worker", o->validate_worker,
+                   "The worker whose benchmark kinds the plan may name "
+                   "(default: ringmaster-worker beside this one)")
       ->check(CLI::ExistingFile);
 }
 
@@ -79,13 +91,14 @@ void AddMachineAndModel(CLI::App& app, CliOptions* o, CliCommands* c) {
       "topo",
       "Detect this machine: CPUs and NUMA nodes (hwloc), NICs, GPUs with "
       "their NVLink and PCIe links, and each path's speed of light");
-  c->topo->add_option("--format", o->topo.format,
+  c->topo
+      ->add_option("--format", o->topo.format,
                    "text, or yaml (the topology schema of topologies/)")
       ->check(CLI::IsMember({"text", "yaml"}))
       ->capture_default_str();
   c->topo->add_option("--worker", o->topo.worker,
-                   "ringmaster-worker for the GPU probe (default: beside "
-                   "this binary)");
+                      "ringmaster-worker for the GPU probe (default: beside "
+                      "this binary)");
   c->predict = app.add_subcommand(
       "predict",
       "Predict a plan's collectives on a described system "
@@ -99,7 +112,7 @@ void AddMachineAndModel(CLI::App& app, CliOptions* o, CliCommands* c) {
                    "Nodes (default: the topology's)")
       ->check(CLI::Range(1, 100000));
   c->predict->add_option("--sizes", o->predict.sizes,
-                      "MIN:MAX: powers of two instead of the plan's sizes");
+                         "MIN:MAX: powers of two instead of the plan's sizes");
   c->predict
       ->add_option("--calibrate", o->predict.calibrate,
                    "Results (JSON Lines) to fit the model on first "
@@ -116,9 +129,9 @@ void AddMachineAndModel(CLI::App& app, CliOptions* o, CliCommands* c) {
                    "error there")
       ->check(CLI::Range(2, 100));
   c->predict->add_option("--params-out", o->predict.params_out,
-                      "Write the fitted model parameters (YAML) here");
+                         "Write the fitted model parameters (YAML) here");
   c->predict->add_option("--summary", o->predict.summary_out,
-                      "Write the figures (JSON) here");
+                         "Write the figures (JSON) here");
   c->predict
       ->add_option("--compute-from", o->predict.compute_from,
                    "Training: one rank's measured steps (results JSON "
@@ -160,7 +173,7 @@ void AddReports(CLI::App& app, CliOptions* o, CliCommands* c) {
                    "results.jsonl)")
       ->required();
   c->report->add_option("--html", o->report.html,
-                     "Write the HTML report (plots + tables) to this file");
+                        "Write the HTML report (plots + tables) to this file");
   c->report
       ->add_option("--format", o->report.format,
                    "text, csv or jsonl on standard output (default: text, "
@@ -185,7 +198,8 @@ void AddReports(CLI::App& app, CliOptions* o, CliCommands* c) {
                    "Baseline results: a JSON Lines file or a folder (several "
                    "runs pool their samples)")
       ->required();
-  c->compare->add_option("new", o->compare.next, "Results to judge")->required();
+  c->compare->add_option("new", o->compare.next, "Results to judge")
+      ->required();
   c->compare
       ->add_option("--alpha", o->compare.alpha,
                    "Significance level of the Mann-Whitney U test")
@@ -200,13 +214,13 @@ void AddReports(CLI::App& app, CliOptions* o, CliCommands* c) {
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   c->compare->add_flag("--all", o->compare.all,
-                    "List unchanged measurements too");
+                       "List unchanged measurements too");
   c->compare->add_option("--base-variant", o->compare.base_variant,
-                      "Only BASE's results of this variant (a plan's "
-                      "variants[].name), matched with NEW's by all else");
+                         "Only BASE's results of this variant (a plan's "
+                         "variants[].name), matched with NEW's by all else");
   c->compare->add_option("--new-variant", o->compare.new_variant,
-                      "Only NEW's results of this variant (BASE and NEW may "
-                      "be the same folder: ringmaster run --rounds N)");
+                         "Only NEW's results of this variant (BASE and NEW may "
+                         "be the same folder: ringmaster run --rounds N)");
 
   c->verdict = app.add_subcommand(
       "verdict",
@@ -222,7 +236,7 @@ void AddReports(CLI::App& app, CliOptions* o, CliCommands* c) {
       ->required()
       ->check(CLI::ExistingFile);
   c->verdict->add_option("--baseline", o->verdict.baseline,
-                      "Baseline results for baseline_within rules");
+                         "Baseline results for baseline_within rules");
   c->verdict->add_option("--format", o->verdict.format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
@@ -243,11 +257,13 @@ void AddServe(CLI::App& app, CliOptions* o, CliCommands* c) {
                    "Listen address; anything but loopback needs --tls-cert "
                    "and --tls-key")
       ->capture_default_str();
-  c->serve->add_option("--data", so.data_dir, "Data folder (store, token, logs)")
+  c->serve
+      ->add_option("--data", so.data_dir, "Data folder (store, token, logs)")
       ->capture_default_str();
-  c->serve->add_option("--results-root", so.results_root,
-                    "Where jobs submitted with --output are exported "
-                    "(default: DATA/results); nothing is written outside it");
+  c->serve->add_option(
+      "--results-root", so.results_root,
+      "Where jobs submitted with --output are exported "
+      "(default: DATA/results); nothing is written outside it");
   c->serve
       ->add_option("--users", o->serve.users_file,
                    "Users file: one \"NAME TOKEN\" per line (role user)")
@@ -279,7 +295,7 @@ void AddServeLaunchers(CLI::App& app, CliOptions* o, CliCommands* c) {
       ->check(CLI::IsMember({"mpirun", "slurm", "k8s", "external"}))
       ->capture_default_str();
   c->serve->add_option("--slurm-partition", so.slurm_partition,
-                    "Slurm partition (default: the cluster's)");
+                       "Slurm partition (default: the cluster's)");
   c->serve
       ->add_option("--slurm-ranks-per-node", so.slurm_ranks_per_node,
                    "Ranks per node under Slurm (default: the plan's "
@@ -290,7 +306,7 @@ void AddServeLaunchers(CLI::App& app, CliOptions* o, CliCommands* c) {
                    "GPUs requested per node (--gpus-per-node)")
       ->check(CLI::Range(0, 64));
   c->serve->add_option("--slurm-arg", so.slurm_args,
-                    "Extra sbatch option, e.g. --account=x (repeatable)");
+                       "Extra sbatch option, e.g. --account=x (repeatable)");
   c->serve
       ->add_option("--k8s-style", so.k8s_style,
                    "job (Indexed Job + headless Service, ranks bootstrap "
@@ -298,9 +314,9 @@ void AddServeLaunchers(CLI::App& app, CliOptions* o, CliCommands* c) {
       ->check(CLI::IsMember({"job", "mpijob"}))
       ->capture_default_str();
   c->serve->add_option("--k8s-image", so.k8s_image,
-                    "Worker image (--launcher k8s)");
+                       "Worker image (--launcher k8s)");
   c->serve->add_option("--k8s-namespace", so.k8s_namespace,
-                    "Namespace (default: kubectl's)");
+                       "Namespace (default: kubectl's)");
   c->serve
       ->add_option("--k8s-ranks-per-pod", so.k8s_ranks_per_pod,
                    "Ranks per worker pod, one per GPU (default: the plan's "
@@ -311,8 +327,8 @@ void AddServeLaunchers(CLI::App& app, CliOptions* o, CliCommands* c) {
                    "nvidia.com/gpu limit per worker pod")
       ->check(CLI::Range(0, 64));
   c->serve->add_option("--k8s-tls-ca-secret", so.k8s_tls_ca_secret,
-                    "Secret with this coordinator's CA (key ca.crt) for the "
-                    "pods");
+                       "Secret with this coordinator's CA (key ca.crt) for the "
+                       "pods");
   c->serve->add_option("--kubectl", so.kubectl, "kubectl executable")
       ->capture_default_str();
   c->serve
@@ -325,15 +341,15 @@ void AddServeLaunchers(CLI::App& app, CliOptions* o, CliCommands* c) {
   c->serve->add_option("--hostfile", so.hostfile, "mpirun hostfile")
       ->check(CLI::ExistingFile);
   c->serve->add_option("--mpirun-arg", so.mpirun_args,
-                    "Extra argument passed to mpirun (repeatable)");
+                       "Extra argument passed to mpirun (repeatable)");
 }
 
 // `serve`: admission, quotas, watchdog and rank limits.
 void AddServeLimits(CLI::App& app, CliOptions* o, CliCommands* c) {
   auto& so = o->serve.service;
   c->serve->add_option("--advertise", so.worker_address,
-                    "Address the ranks use to reach this coordinator "
-                    "(default: 127.0.0.1 and the listening port)");
+                       "Address the ranks use to reach this coordinator "
+                       "(default: 127.0.0.1 and the listening port)");
   c->serve->add_option("--max-running", so.max_running, "Jobs launched at once")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
@@ -342,7 +358,8 @@ void AddServeLimits(CLI::App& app, CliOptions* o, CliCommands* c) {
                    "Jobs waiting before submissions get RESOURCE_EXHAUSTED")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  c->serve->add_option("--user-quota", so.user_quota, "Unfinished jobs per user")
+  c->serve
+      ->add_option("--user-quota", so.user_quota, "Unfinished jobs per user")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   c->serve->add_option("--max-ranks", so.max_ranks, "Ranks per job")
@@ -365,11 +382,11 @@ void AddServeLimits(CLI::App& app, CliOptions* o, CliCommands* c) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   c->serve->add_flag("--allow-fault-injection", so.allow_fault_injection,
-                  "Accept RINGMASTER_FAULT in submitted env (tests only)");
+                     "Accept RINGMASTER_FAULT in submitted env (tests only)");
   c->serve->add_option("--worker-rlimit", o->serve.worker_rlimits,
-                    "NAME=VALUE limit on the launcher and its local ranks, "
-                    "e.g. as=16GiB, nofile=4096, cpu=3600, core=0 "
-                    "(repeatable; 'as' breaks CUDA ranks)");
+                       "NAME=VALUE limit on the launcher and its local ranks, "
+                       "e.g. as=16GiB, nofile=4096, cpu=3600, core=0 "
+                       "(repeatable; 'as' breaks CUDA ranks)");
 }
 
 // `submit`, `status`, `watch`, `results`, `cancel`: clients of a coordinator.
@@ -402,8 +419,9 @@ void AddClients(CLI::App& app, CliOptions* o, CliCommands* c) {
   c->submit->add_option("--backend", o->submit.backend, "auto, host or cuda")
       ->check(CLI::IsMember({"auto", "host", "cuda"}))
       ->capture_default_str();
-  c->submit->add_option("--request-id", o->submit.request_id,
-                     "Idempotency key: resubmitting it returns the same job");
+  c->submit->add_option(
+      "--request-id", o->submit.request_id,
+      "Idempotency key: resubmitting it returns the same job");
   c->submit
       ->add_option("--timeout", o->submit.timeout_s,
                    "Job deadline, seconds (default: from the plan)")
@@ -413,10 +431,10 @@ void AddClients(CLI::App& app, CliOptions* o, CliCommands* c) {
                    "Seconds without progress before rank_hung")
       ->check(CLI::PositiveNumber);
   c->submit->add_option("--env", o->submit.env,
-                     "NAME=value for the ranks (NCCL_* only; repeatable)");
+                        "NAME=value for the ranks (NCCL_* only; repeatable)");
   c->submit->add_option("--output", o->submit.output,
-                     "Export the finished job to OUTPUT/JOB_ID/ under the "
-                     "coordinator's results root (e.g. nightly/h200)");
+                        "Export the finished job to OUTPUT/JOB_ID/ under the "
+                        "coordinator's results root (e.g. nightly/h200)");
   add_client_options(c->submit);
   c->status = app.add_subcommand(
       "status", "One job's state, or the latest jobs without JOB");
@@ -434,7 +452,8 @@ void AddClients(CLI::App& app, CliOptions* o, CliCommands* c) {
       ->check(CLI::IsMember({"table", "csv", "jsonl"}))
       ->capture_default_str();
   c->results
-      ->add_option("--status", o->results_status, "Only results with this status")
+      ->add_option("--status", o->results_status,
+                   "Only results with this status")
       ->check(CLI::IsMember({"OK", "FAILED", "SKIPPED"}));
   add_client_options(c->results);
   c->cancel = app.add_subcommand(
@@ -449,7 +468,8 @@ void AddLaunchSpec(CLI::App& app, CliOptions* o, CliCommands* c) {
       "launch-spec",
       "Print what a launcher submits for a plan (an sbatch script running "
       "srun --mpi=pmix), for submitting by hand with a job's worker token");
-  c->launch_spec->add_option("plan", o->launch_spec.plan_path, "Plan file (YAML)")
+  c->launch_spec
+      ->add_option("plan", o->launch_spec.plan_path, "Plan file (YAML)")
       ->required();
   c->launch_spec
       ->add_option(
@@ -459,7 +479,8 @@ void AddLaunchSpec(CLI::App& app, CliOptions* o, CliCommands* c) {
       ->check(CLI::IsMember({"slurm", "k8s-mpijob", "k8s-job"}))
       ->capture_default_str();
   c->launch_spec
-      ->add_option("--np", o->launch_spec.np, "Ranks (default: the plan's, else 2)")
+      ->add_option("--np", o->launch_spec.np,
+                   "Ranks (default: the plan's, else 2)")
       ->check(CLI::Range(1, 65536));
   c->launch_spec
       ->add_option("--ranks-per-node", o->launch_spec.ranks_per_node,
@@ -470,25 +491,27 @@ void AddLaunchSpec(CLI::App& app, CliOptions* o, CliCommands* c) {
                    "GPUs per node to request")
       ->check(CLI::Range(0, 64));
   c->launch_spec->add_option("--partition", o->launch_spec.partition,
-                          "Slurm partition");
+                             "Slurm partition");
   c->launch_spec->add_option(
       "--coordinator", o->launch_spec.coordinator,
       "Coordinator address (default: $RINGMASTER_COORDINATOR "
       "when the job starts)");
   c->launch_spec->add_option("--job", o->launch_spec.job_id,
-                          "Job id from `ringmaster submit` (default: "
-                          "$RINGMASTER_JOB when the job starts)");
+                             "Job id from `ringmaster submit` (default: "
+                             "$RINGMASTER_JOB when the job starts)");
   c->launch_spec->add_option("--worker", o->launch_spec.worker,
-                          "ringmaster-worker path on the nodes");
-  c->launch_spec->add_option("--backend", o->launch_spec.backend, "auto, host or cuda")
+                             "ringmaster-worker path on the nodes");
+  c->launch_spec
+      ->add_option("--backend", o->launch_spec.backend, "auto, host or cuda")
       ->check(CLI::IsMember({"auto", "host", "cuda"}))
       ->capture_default_str();
-  c->launch_spec->add_option("--output", o->launch_spec.output, "Slurm output file")
+  c->launch_spec
+      ->add_option("--output", o->launch_spec.output, "Slurm output file")
       ->capture_default_str();
   c->launch_spec->add_option("--image", o->launch_spec.image,
-                          "Worker image (k8s-mpijob, k8s-job)");
+                             "Worker image (k8s-mpijob, k8s-job)");
   c->launch_spec->add_option("--namespace", o->launch_spec.namespace_,
-                          "Kubernetes namespace (k8s-mpijob, k8s-job)");
+                             "Kubernetes namespace (k8s-mpijob, k8s-job)");
   c->launch_spec->add_option(
       "--tls-ca-secret", o->launch_spec.tls_ca_secret,
       "Secret with the coordinator's CA under key \"ca.crt\", "

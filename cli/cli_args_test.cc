@@ -97,8 +97,8 @@ TEST(CliArgs, ServeDefaultsToLoopbackAndMpirun) {
 }
 
 TEST(CliArgs, SubmitAndLaunchSpecTakeTheirOwnRankCounts) {
-  Parsed s = Parse({"submit", "p.yaml", "--np", "8", "--env",
-                    "NCCL_DEBUG=INFO", "--output", "nightly/h200"});
+  Parsed s = Parse({"submit", "p.yaml", "--np", "8", "--env", "NCCL_DEBUG=INFO",
+                    "--output", "nightly/h200"});
   ASSERT_EQ(s.error, 0) << s.message;
   EXPECT_EQ(s.o.submit.np, 8);
   EXPECT_EQ(s.o.submit.env, (std::vector<std::string>{"NCCL_DEBUG=INFO"}));

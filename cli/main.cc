@@ -6,8 +6,8 @@
 //   ringmaster submit|status|watch|results|cancel ...  its clients
 //   ringmaster report RESULTS... [--html F]       tables, CSV, JSON Lines, HTML
 //   ringmaster compare BASE NEW                      noise-aware verdicts
-//   ringmaster verdict RESULTS... --rules F          pass/fail per node/GPU/pair
-//   ringmaster topo | predict | launch-spec | version
+//   ringmaster verdict RESULTS... --rules F          pass/fail per
+//   node/GPU/pair ringmaster topo | predict | launch-spec | version
 //
 // The options live in cli/cli_args.cc; each subcommand's work in its file.
 #include <iostream>
@@ -46,8 +46,7 @@ int Dispatch(ringmaster::CliOptions& o, const ringmaster::CliCommands& c,
   if (c.status->parsed()) return StatusCommand(o.client, o.job, o.list_limit);
   if (c.watch->parsed()) return WatchCommand(o.client, o.job);
   if (c.results->parsed())
-    return ResultsCommand(o.client, o.job, o.results_format,
-                          o.results_status);
+    return ResultsCommand(o.client, o.job, o.results_format, o.results_status);
   if (c.cancel->parsed()) return CancelCommand(o.client, o.job);
   if (c.launch_spec->parsed()) return LaunchSpecCommand(o.launch_spec);
   return RunCommand(o.run, command_line);

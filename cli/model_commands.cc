@@ -359,8 +359,7 @@ int PredictCollectives(const v1::Plan& plan, const v1::Topology& t, int nodes,
   std::cout << absl::StrFormat(
       "# speed of light per direction: NVLink %.4g GB/s, PCIe %.4g GB/s, "
       "network %.4g GB/s per node (%.4g per GPU)\n",
-      ceil.nvlink_gbps, ceil.pcie_gbps, ceil.net_node_gbps,
-      ceil.net_gpu_gbps);
+      ceil.nvlink_gbps, ceil.pcie_gbps, ceil.net_node_gbps, ceil.net_gpu_gbps);
   std::cout << absl::StrFormat(
       "# model (%s): efficiency NVLink %.3f, PCIe %.3f, network %.3f; step "
       "%.2f us intra, %.2f us inter; base %.1f us\n",
@@ -402,9 +401,8 @@ int PredictCollectives(const v1::Plan& plan, const v1::Topology& t, int nodes,
 
 // --compare / --measured: the same points on other systems (each with its
 // own model), and what was measured where it was.
-int PredictSideBySide(const PredictOptions& o, const v1::Topology& t,
-                      int nodes, const Points& points,
-                      nlohmann::json* summary) {
+int PredictSideBySide(const PredictOptions& o, const v1::Topology& t, int nodes,
+                      const Points& points, nlohmann::json* summary) {
   std::vector<v1::Topology> systems = {t};
   for (const std::string& path : o.compare) {
     auto other = LoadTopology(path);
@@ -426,8 +424,7 @@ int PredictSideBySide(const PredictOptions& o, const v1::Topology& t,
             << absl::StrFormat("%12s %-14s", "size", "collective");
   for (const v1::Topology& sys : systems)
     std::cout << absl::StrFormat(" %22s", sys.id().substr(0, 22));
-  if (!o.measured.empty())
-    std::cout << absl::StrFormat(" %10s", "measured");
+  if (!o.measured.empty()) std::cout << absl::StrFormat(" %10s", "measured");
   std::cout << "\n";
   nlohmann::json side = nlohmann::json::array();
   for (const auto& [c, size] : points) {
@@ -459,8 +456,8 @@ int PredictSideBySide(const PredictOptions& o, const v1::Topology& t,
 }
 
 // Training cases: the data-parallel step on each rung of the ladder.
-int PredictTraining(const PredictOptions& o, const v1::Topology& t,
-                    int nranks, const std::vector<v1::Case>& cases,
+int PredictTraining(const PredictOptions& o, const v1::Topology& t, int nranks,
+                    const std::vector<v1::Case>& cases,
                     nlohmann::json* summary) {
   const double price = t.price_per_gpu_hour() * nranks;
   std::map<std::pair<std::string, bool>, double> measured_compute;
@@ -485,14 +482,12 @@ int PredictTraining(const PredictOptions& o, const v1::Topology& t,
   for (const v1::Case& c : cases) {
     if (c.bench() != v1::BENCH_TRAIN || c.train().inference()) continue;
     const int n = c.nranks() > 0 ? c.nranks() : nranks;
-    if (!done.insert({c.spec_name(), c.train().overlap(), n}).second)
-      continue;
+    if (!done.insert({c.spec_name(), c.train().overlap(), n}).second) continue;
     spec_order.emplace(c.spec_name(), static_cast<int>(spec_order.size()));
     DpStepSpec spec;
     spec.layers = c.train().layers();
     spec.hidden = c.train().hidden();
-    spec.batch =
-        c.train().strong() ? c.train().batch() / n : c.train().batch();
+    spec.batch = c.train().strong() ? c.train().batch() / n : c.train().batch();
     spec.dtype_bytes = static_cast<int>(DataTypeSize(c.dtype()));
     spec.bucket_bytes =
         c.train().bucket_bytes() > 0 ? c.train().bucket_bytes() : 25 << 20;
@@ -526,8 +521,8 @@ int PredictTraining(const PredictOptions& o, const v1::Topology& t,
         DataTypeName(c.dtype()), FormatBytes(spec.bucket_bytes),
         spec.overlap ? "overlap" : "no overlap", compute_source,
         price > 0 ? "   USD/step  USD/1M samples" : "");
-    train.push_back({spec_order[c.spec_name()], c.spec_name(), spec.overlap,
-                     n, header, spec, *p});
+    train.push_back({spec_order[c.spec_name()], c.spec_name(), spec.overlap, n,
+                     header, spec, *p});
   }
   std::stable_sort(train.begin(), train.end(),
                    [](const TrainRow& a, const TrainRow& b) {
@@ -539,10 +534,10 @@ int PredictTraining(const PredictOptions& o, const v1::Topology& t,
     if (r.header != last_header) std::cout << (last_header = r.header);
     const double samples =
         static_cast<double>(r.spec.batch) * r.ranks / r.p.step_s;
-    std::cout << absl::StrFormat(
-        "%6d %10.3f %13.3f %13.3f %10.3f %8d %12.0f", r.ranks,
-        r.p.step_s * 1e3, r.p.compute_s * 1e3, r.p.exposed_comm_s * 1e3,
-        r.p.comm_s * 1e3, r.p.buckets, samples);
+    std::cout << absl::StrFormat("%6d %10.3f %13.3f %13.3f %10.3f %8d %12.0f",
+                                 r.ranks, r.p.step_s * 1e3, r.p.compute_s * 1e3,
+                                 r.p.exposed_comm_s * 1e3, r.p.comm_s * 1e3,
+                                 r.p.buckets, samples);
     const double rung_price = t.price_per_gpu_hour() * r.ranks;
     if (rung_price > 0) {
       const double per_step = rung_price * r.p.step_s / 3600;
@@ -585,7 +580,8 @@ int PredictCommand(const PredictOptions& o) {
     Points points;
     if (int code = PredictionPoints(o, *cases, &points); code != kExitOk)
       return code;
-    if (int code = PredictCollectives(*plan, t, nodes, nranks, points, &summary);
+    if (int code =
+            PredictCollectives(*plan, t, nodes, nranks, points, &summary);
         code != kExitOk)
       return code;
     if (!o.compare.empty() || !o.measured.empty()) {

@@ -15,8 +15,8 @@
 #include <optional>
 #include <thread>
 
-#include "absl/strings/str_format.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -303,12 +303,11 @@ void JobRun::Begin() {
   begun_ = true;
   RunContext rctx;
   rctx.job_id = job_id_;
-  rctx.plan_name = ctx_.plan.name() +
-                   (planned_.variant ? " [" + planned_.variant->name() + "]"
-                                     : "");
+  rctx.plan_name =
+      ctx_.plan.name() +
+      (planned_.variant ? " [" + planned_.variant->name() + "]" : "");
   rctx.nranks = ctx_.np;
-  rctx.backend =
-      ctx_.worker_backend == "cuda" ? "cuda (NCCL)" : "host (MPI)";
+  rctx.backend = ctx_.worker_backend == "cuda" ? "cuda (NCCL)" : "host (MPI)";
   for (const auto& r : ctx_.manager.Ranks(job_id_))
     rctx.provenance.add_hosts(r.fingerprint.host());
   if (!results_.empty()) rctx.provenance = results_.front().provenance();
@@ -344,11 +343,11 @@ void JobRun::ShowProgress(absl::Time now) {
     const int64_t done =
         std::max<int64_t>(static_cast<int64_t>(results_.size()),
                           slowest == INT64_MAX ? 0 : slowest + 1);
-    progress_->Update(
-        done,
-        done < static_cast<int64_t>(cases_.size()) ? cases_[done].spec_name()
-                                                   : "",
-        now);
+    progress_->Update(done,
+                      done < static_cast<int64_t>(cases_.size())
+                          ? cases_[done].spec_name()
+                          : "",
+                      now);
     last_output_ = now;  // the bar or its lines say it is still running
   }
   if (now - last_output_ > absl::Seconds(10)) {
@@ -470,7 +469,8 @@ std::vector<std::string> WorkerPluginKinds(const std::string& worker) {
   if (!listed.ok() || listed->exit_code != 0) return kinds;
   for (absl::string_view line : absl::StrSplit(listed->out, '\n')) {
     line = absl::StripAsciiWhitespace(line);
-    if (!line.empty() && !ParseBench(std::string_view(line.data(), line.size())))
+    if (!line.empty() &&
+        !ParseBench(std::string_view(line.data(), line.size())))
       kinds.emplace_back(line);
   }
   return kinds;
@@ -508,7 +508,8 @@ struct Launch {
 
 int PrepareLaunch(const RunOptions& options, const v1::Plan& plan,
                   Launch* launch) {
-  launch->worker = options.worker.empty() ? DefaultWorkerPath() : options.worker;
+  launch->worker =
+      options.worker.empty() ? DefaultWorkerPath() : options.worker;
   if (access(launch->worker.c_str(), X_OK) != 0) {
     Error(launch->worker + ": the worker binary is missing or not executable");
     return kExitInternal;
@@ -574,9 +575,9 @@ int ValidateCommand(const std::string& plan_path, const std::string& worker) {
   int per_rank = 0;
   for (const auto& c : cases) {
     per_rank += c.bench() != v1::BENCH_COLLECTIVE &&
-                c.bench() != v1::BENCH_TRAIN &&
-                c.bench() != v1::BENCH_PLUGIN && c.src_rank() < 0 &&
-                c.dst_rank() < 0 && c.pattern() != v1::ALL_RANKS;
+                c.bench() != v1::BENCH_TRAIN && c.bench() != v1::BENCH_PLUGIN &&
+                c.src_rank() < 0 && c.dst_rank() < 0 &&
+                c.pattern() != v1::ALL_RANKS;
   }
   std::cout << absl::StrFormat(
       "%s: ok: plan \"%s\", %d case specs, %d cases%s\n", plan_path,
@@ -710,15 +711,10 @@ int RunCommand(const RunOptions& options,
     Error(std::string(server.status().message()));
     return kExitInternal;
   }
-  JobContext ctx{options,
-                 manager,
-                 absl::StrFormat("127.0.0.1:%d", (*server)->port()),
-                 worker,
-                 launch.np,
-                 launch.backend,
-                 plan_path,
-                 plan,
-                 command_line};
+  JobContext ctx{
+      options,   manager,   absl::StrFormat("127.0.0.1:%d", (*server)->port()),
+      worker,    launch.np, launch.backend,
+      plan_path, plan,      command_line};
 
   // 3. One job per interconnect variant (or one job when the plan has
   // none), in each of the rounds.

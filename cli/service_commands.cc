@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "cli/run_command.h"
+#include "comm/grpc_channel.h"
 #include "coordinator/k8s.h"
 #include "coordinator/slurm.h"
 #include "coordinator/supervisor.h"
@@ -24,7 +25,6 @@
 #include "nlohmann/json.hpp"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
 #include "spdlog/spdlog.h"
-#include "comm/grpc_channel.h"
 
 namespace ringmaster {
 namespace {

@@ -77,8 +77,7 @@ std::vector<v1::Case> TuningProbeCases(std::vector<v1::Case> cases) {
   return cases;
 }
 
-absl::StatusOr<bool> RanksShareGpus(const v1::Plan& plan, int ranks,
-                                    int gpus) {
+absl::StatusOr<bool> RanksShareGpus(const v1::Plan& plan, int ranks, int gpus) {
   if (ranks <= gpus) return false;
   for (const v1::CaseSpec& c : plan.cases()) {
     // A rung of one rank needs no communicator; any other needs NCCL unless

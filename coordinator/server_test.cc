@@ -5,8 +5,8 @@
 
 #include <atomic>
 
-#include "ringmaster/v1/coordinator.grpc.pb.h"
 #include "comm/grpc_channel.h"
+#include "ringmaster/v1/coordinator.grpc.pb.h"
 #include "worker/coordinator_client.h"
 
 namespace ringmaster {

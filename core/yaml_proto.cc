@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/yaml_read.h"
 
 namespace ringmaster {
 namespace {
@@ -18,16 +19,11 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-class Reader {
+// Walks the document beside the message's descriptor; errors through the
+// shared YAML reading layer.
+class Reader : public YamlReader {
  public:
-  explicit Reader(std::string file) : file_(std::move(file)) {}
-
-  absl::Status Error(const YAML::Node& node, const std::string& field,
-                     const std::string& what) const {
-    const int line = node.Mark().is_null() ? 0 : node.Mark().line + 1;
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s:%d: %s: %s", file_, line, field, what));
-  }
+  explicit Reader(std::string file) : YamlReader(std::move(file)) {}
 
   absl::Status ReadMessage(const YAML::Node& node, const std::string& path,
                            Message* msg) const {
@@ -154,8 +150,6 @@ class Reader {
                          const FieldDescriptor* f, Message* msg) const {
     return Scalar(node, path, f, msg, /*add=*/true);
   }
-
-  std::string file_;
 };
 
 void EmitMessage(YAML::Emitter& out, const Message& msg);

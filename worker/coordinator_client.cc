@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "ringmaster/v1/coordinator.grpc.pb.h"
 #include "comm/grpc_channel.h"
+#include "ringmaster/v1/coordinator.grpc.pb.h"
 
 namespace ringmaster {
 namespace {

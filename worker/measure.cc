@@ -6,8 +6,8 @@
 
 namespace ringmaster {
 
-bool AllRanksOk(const absl::Status& local, Control& control,
-                v1::Result* result, Unsupported unsupported) {
+bool AllRanksOk(const absl::Status& local, Control& control, v1::Result* result,
+                Unsupported unsupported) {
   // One gather: "" for OK, "U<message>" for Unimplemented, "E<message>"
   // for any other error.
   auto messages = control.AllGatherStrings(

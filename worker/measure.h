@@ -30,8 +30,7 @@ enum class Unsupported {
 // every rank's `local` is OK. Otherwise fills `result` from the first
 // failing rank (its rank and message; Unimplemented as `unsupported` says,
 // anything else FAILED with BACKEND_ERROR) and returns false. Collective.
-bool AllRanksOk(const absl::Status& local, Control& control,
-                v1::Result* result,
+bool AllRanksOk(const absl::Status& local, Control& control, v1::Result* result,
                 Unsupported unsupported = Unsupported::kSkipped);
 
 // After ranks agreed that a step failed somewhere (an infinite or failed
@@ -57,8 +56,7 @@ class Sampler {
   // `windows` samples of `iters` operations, back to back: seconds per
   // operation, one value per sample (per operation when the loop's
   // `per_op` is set).
-  virtual std::optional<std::vector<double>> Sample(int iters,
-                                                    int windows) = 0;
+  virtual std::optional<std::vector<double>> Sample(int iters, int windows) = 0;
 };
 
 struct LoopOptions {

@@ -140,8 +140,7 @@ class RankSession : public CaseEnv {
 int RankSession::Fail(int code, const std::string& message) {
   spdlog::error("rank {}: {}", rank_, message);
   if (args_.bootstrap && report_failures_) {
-    v1::Failure f =
-        MakeFailure(v1::BACKEND_ERROR, rank_, fp_.host(), message);
+    v1::Failure f = MakeFailure(v1::BACKEND_ERROR, rank_, fp_.host(), message);
     SendFinal(&f);
   }
   if (world_) world_->Abort(code);
@@ -204,8 +203,7 @@ int RankSession::Join(int argc, char** argv) {
   fp_.set_backend(launch_->name());
   fp_.set_mpi_version(args_.bootstrap ? "" : MpiVersion());
   fp_.set_local_rank(local_rank_);
-  for (const auto& [k, v] : NcclEnvironment())
-    (*fp_.mutable_nccl_env())[k] = v;
+  for (const auto& [k, v] : NcclEnvironment()) (*fp_.mutable_nccl_env())[k] = v;
   const BackendInfo lib = launch_->LibraryInfo();
   fp_.set_nccl_version(lib.nccl_version);
   fp_.set_cuda_runtime_version(lib.cuda_runtime_version);
@@ -296,9 +294,9 @@ int RankSession::AgreeOnFingerprints() {
   if (!mismatch) return 0;
   if (rank_ == 0) {
     const int bad = mismatch->ranks.empty() ? -1 : mismatch->ranks[0];
-    v1::Failure f = MakeFailure(v1::CONFIG_MISMATCH, bad,
-                                bad >= 0 ? fps_[bad].host() : "",
-                                mismatch->detail);
+    v1::Failure f =
+        MakeFailure(v1::CONFIG_MISMATCH, bad, bad >= 0 ? fps_[bad].host() : "",
+                    mismatch->detail);
     SendFinal(&f);
     spdlog::error("config_mismatch: {}", mismatch->detail);
   }
@@ -376,8 +374,7 @@ absl::StatusOr<RankGroup> RankSession::Group(int n) {
   return RankGroup{n, it->second.comm.get(), it->second.control.get()};
 }
 
-BackendProvider* RankSession::ProviderFor(const v1::Case& c,
-                                          std::string* why) {
+BackendProvider* RankSession::ProviderFor(const v1::Case& c, std::string* why) {
   const v1::Backend want =
       c.backend() != v1::BACKEND_AUTO ? c.backend() : launch_->kind();
   if (want == launch_->kind()) return launch_.get();

@@ -45,8 +45,7 @@ class CudaProvider : public BackendProvider {
     if (!created.ok()) return created.status();
     return std::unique_ptr<Trainer>(std::move(*created));
   }
-  std::unique_ptr<TelemetrySource> NewTelemetrySource(
-      int local_rank) override {
+  std::unique_ptr<TelemetrySource> NewTelemetrySource(int local_rank) override {
     const int dev = DeviceOf(local_rank);
     const std::string bus = CudaBusId(dev);
     return NvmlTelemetrySource(

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "backends/host/blas.h"
-#include "comm/host_comm.h"
 #include "backends/node_bench.h"
+#include "comm/host_comm.h"
 #include "core/faults.h"
 
 namespace ringmaster {

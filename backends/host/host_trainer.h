@@ -8,8 +8,8 @@
 
 #include <vector>
 
-#include "comm/host_comm.h"
 #include "backends/trainer.h"
+#include "comm/host_comm.h"
 
 namespace ringmaster {
 

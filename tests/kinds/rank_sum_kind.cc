@@ -48,9 +48,9 @@ class SumSampler : public Sampler {
       auto s = control_.Sum(1);
       if (!AllRanksOk(s.status(), control_, result_)) return std::nullopt;
     }
-    const double mine = std::chrono::duration<double>(
-                            std::chrono::steady_clock::now() - t0)
-                            .count();
+    const double mine =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
     auto slowest = control_.Max(mine);
     if (!AllRanksOk(slowest.status(), control_, result_)) return std::nullopt;
     return *slowest;

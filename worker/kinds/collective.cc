@@ -71,9 +71,9 @@ class CollectiveSampler : public Sampler {
       if (absl::Status b = control_.Barrier(); !b.ok()) Note(b);
       auto w = backend_.TimeWindows(iters, windows + (settle ? 1 : 0), graph());
       if (!w.ok()) Note(w.status());
-      values = w.ok() ? std::vector<double>(w->begin() + (settle ? 1 : 0),
-                                            w->end())
-                      : std::vector<double>(windows, kFailed);
+      values =
+          w.ok() ? std::vector<double>(w->begin() + (settle ? 1 : 0), w->end())
+                 : std::vector<double>(windows, kFailed);
       for (double& v : values) v /= iters;
     }
     mine_.insert(mine_.end(), values.begin(), values.end());

@@ -110,9 +110,10 @@ v1::Result FailedResult(const v1::Case& c, int nranks, const absl::Status& why);
 #define RINGMASTER_KIND_CONCAT_INNER(a, b) a##b
 #define RINGMASTER_KIND_CONCAT(a, b) RINGMASTER_KIND_CONCAT_INNER(a, b)
 // Registers Class (default-constructible) under `name`.
-#define RINGMASTER_REGISTER_KIND(name, Class)                      \
-  static const bool RINGMASTER_KIND_CONCAT(kRegistered, __LINE__) = \
-      ::ringmaster::RegisterKind(                                  \
-          name, [] { return std::unique_ptr<::ringmaster::BenchmarkKind>(new Class()); })
+#define RINGMASTER_REGISTER_KIND(name, Class)                             \
+  static const bool RINGMASTER_KIND_CONCAT(kRegistered, __LINE__) =       \
+      ::ringmaster::RegisterKind(name, [] {                               \
+        return std::unique_ptr<::ringmaster::BenchmarkKind>(new Class()); \
+      })
 
 #endif  // RINGMASTER_WORKER_KINDS_KIND_H_

@@ -23,8 +23,7 @@ struct RankWork {
   std::vector<std::string> labels;  // path \t ceiling source \t placement
 };
 
-absl::StatusOr<RankWork> GatherWork(const BenchSetup& setup,
-                                    Control& control) {
+absl::StatusOr<RankWork> GatherWork(const BenchSetup& setup, Control& control) {
   RankWork w;
   auto bytes = control.AllGather(static_cast<double>(setup.bytes_per_op));
   auto flops = control.AllGather(setup.flops_per_op);

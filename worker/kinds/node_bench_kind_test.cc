@@ -1,9 +1,9 @@
 #include "worker/kinds/node_bench_kind.h"
-#include "worker/kinds/find_slow.h"
 
 #include <gtest/gtest.h>
 
 #include "core/plan.h"
+#include "worker/kinds/find_slow.h"
 
 namespace ringmaster {
 namespace {

@@ -29,9 +29,8 @@ absl::StatusOr<double> GlobalLoss(double local, Control& control) {
 // Numerical check: check_steps steps, the global loss after them against
 // float64 on the whole global batch (what one rank with n x the batch
 // computes). False (result filled) when it fails.
-bool LossMatchesReference(const v1::Case& c, Trainer& trainer,
-                          Control& control, int64_t batch,
-                          v1::Result* result) {
+bool LossMatchesReference(const v1::Case& c, Trainer& trainer, Control& control,
+                          int64_t batch, v1::Result* result) {
   const v1::TrainSpec& spec = c.train();
   const int n = control.size(), rank = control.rank();
   v1::TrainFigures* fig = result->mutable_train();
