@@ -16,6 +16,7 @@
 #include "core/names.h"
 #include "core/report.h"
 #include "core/stats.h"
+#include "core/status_macros.h"
 #include "core/units.h"
 
 namespace ringmaster {
@@ -237,6 +238,126 @@ int VerdictReport::Failed() const {
   return n;
 }
 
+namespace {
+
+// A rule's `match:` mapping: which results it judges.
+absl::Status ParseMatch(const std::string& file, const YAML::Node& m,
+                        const std::string& at, RuleMatch* match) {
+  if (!m.IsMap()) return Error(file, m, at + ".match", "expected a map");
+  for (const auto& kv : m) {
+    const std::string k = kv.first.Scalar();
+    const std::string f = at + ".match." + k;
+    const YAML::Node v = kv.second;
+    const std::string s = v.IsScalar() ? v.Scalar() : "";
+    if (k == "spec") {
+      match->spec = s;
+    } else if (k == "bench") {
+      match->bench = ParseBench(s);
+      if (!match->bench) {
+        return Error(file, v, f, "expected one of: " + BenchNames());
+      }
+    } else if (k == "collective") {
+      match->collective = ParseCollective(s);
+      if (!match->collective) {
+        return Error(file, v, f, "expected one of: " + CollectiveNames());
+      }
+    } else if (k == "method") {
+      match->method = ParseCopyMethod(s);
+      if (!match->method) {
+        return Error(file, v, f, "expected one of: " + CopyMethodNames());
+      }
+    } else if (k == "dtype") {
+      match->dtype = ParseDataType(s);
+      if (!match->dtype) {
+        return Error(file, v, f, "expected one of: " + DataTypeNames());
+      }
+    } else if (k == "pattern") {
+      match->pattern = ParseTransferPattern(s);
+      if (!match->pattern) {
+        return Error(file, v, f, "expected one of: " + TransferPatternNames());
+      }
+    } else if (k == "min_size" || k == "max_size") {
+      auto b = ParseSizeBytes(s);
+      if (!b.ok()) return Error(file, v, f, "expected a size such as 1GiB");
+      (k == "min_size" ? match->min_size : match->max_size) = *b;
+    } else if (k == "ranks") {
+      int r = 0;
+      if (!absl::SimpleAtoi(s, &r) || r < 1) {
+        return Error(file, v, f, "expected a rank count >= 1");
+      }
+      match->ranks = r;
+    } else {
+      return Error(file, kv.first, f,
+                   "unknown key (expected one of: spec, bench, "
+                   "collective, method, dtype, pattern, min_size, "
+                   "max_size, ranks)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One entry of `rules:`, named `at` in messages.
+absl::StatusOr<Rule> ParseRule(const std::string& file, const YAML::Node& n,
+                               const std::string& at) {
+  if (!n.IsMap()) return Error(file, n, at, "expected a map");
+  Rule rule;
+  rule.where = absl::StrFormat("%s:%d", file,
+                               n.Mark().is_null() ? 0 : n.Mark().line + 1);
+  for (const auto& kv : n) {
+    static const std::set<std::string> kKeys = {"name",
+                                                "match",
+                                                "min",
+                                                "max",
+                                                "min_pct_of_ceiling",
+                                                "fleet_within",
+                                                "baseline_within",
+                                                "fleet_min_members"};
+    if (!kKeys.count(kv.first.Scalar())) {
+      return Error(file, kv.first, at + "." + kv.first.Scalar(),
+                   "unknown key (expected one of: name, match, min, max, "
+                   "min_pct_of_ceiling, fleet_within, baseline_within, "
+                   "fleet_min_members)");
+    }
+  }
+  rule.name = n["name"] ? n["name"].Scalar() : at;
+  if (YAML::Node m = n["match"]) {
+    RM_RETURN_IF_ERROR(ParseMatch(file, m, at, &rule.match));
+  }
+  auto number = [&](const char* key, bool fraction,
+                    std::optional<double>* out) -> absl::Status {
+    if (YAML::Node v = n[key]) {
+      auto x = Number(file, v, at + "." + key, fraction);
+      if (!x.ok()) return x.status();
+      *out = *x;
+    }
+    return absl::OkStatus();
+  };
+  for (auto s :
+       {number("min", false, &rule.min), number("max", false, &rule.max),
+        number("min_pct_of_ceiling", false, &rule.min_pct_of_ceiling),
+        number("fleet_within", true, &rule.fleet_within),
+        number("baseline_within", true, &rule.baseline_within)}) {
+    if (!s.ok()) return s;
+  }
+  if (YAML::Node v = n["fleet_min_members"]) {
+    int k = 0;
+    if (!v.IsScalar() || !absl::SimpleAtoi(v.Scalar(), &k) || k < 2) {
+      return Error(file, v, at + ".fleet_min_members",
+                   "expected an integer >= 2");
+    }
+    rule.fleet_min_members = k;
+  }
+  if (!rule.min && !rule.max && !rule.min_pct_of_ceiling &&
+      !rule.fleet_within && !rule.baseline_within) {
+    return Error(file, n, at,
+                 "a rule needs an expectation: min, max, "
+                 "min_pct_of_ceiling, fleet_within or baseline_within");
+  }
+  return rule;
+}
+
+}  // namespace
+
 absl::StatusOr<Rules> ParseRulesYaml(const std::string& text,
                                      const std::string& file) {
   YAML::Node root;
@@ -271,112 +392,8 @@ absl::StatusOr<Rules> ParseRulesYaml(const std::string& text,
     return Error(file, list ? list : root, "rules", "expected a list of rules");
   }
   for (size_t i = 0; i < list.size(); ++i) {
-    const YAML::Node n = list[i];
-    const std::string at = absl::StrFormat("rules[%d]", i);
-    if (!n.IsMap()) return Error(file, n, at, "expected a map");
-    Rule rule;
-    rule.where = absl::StrFormat("%s:%d", file,
-                                 n.Mark().is_null() ? 0 : n.Mark().line + 1);
-    for (const auto& kv : n) {
-      static const std::set<std::string> kKeys = {"name",
-                                                  "match",
-                                                  "min",
-                                                  "max",
-                                                  "min_pct_of_ceiling",
-                                                  "fleet_within",
-                                                  "baseline_within",
-                                                  "fleet_min_members"};
-      if (!kKeys.count(kv.first.Scalar())) {
-        return Error(file, kv.first, at + "." + kv.first.Scalar(),
-                     "unknown key (expected one of: name, match, min, max, "
-                     "min_pct_of_ceiling, fleet_within, baseline_within, "
-                     "fleet_min_members)");
-      }
-    }
-    rule.name = n["name"] ? n["name"].Scalar() : at;
-    if (YAML::Node m = n["match"]) {
-      if (!m.IsMap()) return Error(file, m, at + ".match", "expected a map");
-      for (const auto& kv : m) {
-        const std::string k = kv.first.Scalar();
-        const std::string f = at + ".match." + k;
-        const YAML::Node v = kv.second;
-        const std::string s = v.IsScalar() ? v.Scalar() : "";
-        if (k == "spec") {
-          rule.match.spec = s;
-        } else if (k == "bench") {
-          rule.match.bench = ParseBench(s);
-          if (!rule.match.bench) {
-            return Error(file, v, f, "expected one of: " + BenchNames());
-          }
-        } else if (k == "collective") {
-          rule.match.collective = ParseCollective(s);
-          if (!rule.match.collective) {
-            return Error(file, v, f, "expected one of: " + CollectiveNames());
-          }
-        } else if (k == "method") {
-          rule.match.method = ParseCopyMethod(s);
-          if (!rule.match.method) {
-            return Error(file, v, f, "expected one of: " + CopyMethodNames());
-          }
-        } else if (k == "dtype") {
-          rule.match.dtype = ParseDataType(s);
-          if (!rule.match.dtype) {
-            return Error(file, v, f, "expected one of: " + DataTypeNames());
-          }
-        } else if (k == "pattern") {
-          rule.match.pattern = ParseTransferPattern(s);
-          if (!rule.match.pattern) {
-            return Error(file, v, f,
-                         "expected one of: " + TransferPatternNames());
-          }
-        } else if (k == "min_size" || k == "max_size") {
-          auto b = ParseSizeBytes(s);
-          if (!b.ok()) return Error(file, v, f, "expected a size such as 1GiB");
-          (k == "min_size" ? rule.match.min_size : rule.match.max_size) = *b;
-        } else if (k == "ranks") {
-          int r = 0;
-          if (!absl::SimpleAtoi(s, &r) || r < 1) {
-            return Error(file, v, f, "expected a rank count >= 1");
-          }
-          rule.match.ranks = r;
-        } else {
-          return Error(file, kv.first, f,
-                       "unknown key (expected one of: spec, bench, "
-                       "collective, method, dtype, pattern, min_size, "
-                       "max_size, ranks)");
-        }
-      }
-    }
-    auto number = [&](const char* key, bool fraction,
-                      std::optional<double>* out) -> absl::Status {
-      if (YAML::Node v = n[key]) {
-        auto x = Number(file, v, at + "." + key, fraction);
-        if (!x.ok()) return x.status();
-        *out = *x;
-      }
-      return absl::OkStatus();
-    };
-    for (auto s :
-         {number("min", false, &rule.min), number("max", false, &rule.max),
-          number("min_pct_of_ceiling", false, &rule.min_pct_of_ceiling),
-          number("fleet_within", true, &rule.fleet_within),
-          number("baseline_within", true, &rule.baseline_within)}) {
-      if (!s.ok()) return s;
-    }
-    if (YAML::Node v = n["fleet_min_members"]) {
-      int k = 0;
-      if (!v.IsScalar() || !absl::SimpleAtoi(v.Scalar(), &k) || k < 2) {
-        return Error(file, v, at + ".fleet_min_members",
-                     "expected an integer >= 2");
-      }
-      rule.fleet_min_members = k;
-    }
-    if (!rule.min && !rule.max && !rule.min_pct_of_ceiling &&
-        !rule.fleet_within && !rule.baseline_within) {
-      return Error(file, n, at,
-                   "a rule needs an expectation: min, max, "
-                   "min_pct_of_ceiling, fleet_within or baseline_within");
-    }
+    RM_ASSIGN_OR_RETURN(
+        Rule rule, ParseRule(file, list[i], absl::StrFormat("rules[%d]", i)));
     rules.rules.push_back(std::move(rule));
   }
   return rules;
@@ -389,6 +406,181 @@ absl::StatusOr<Rules> LoadRules(const std::string& path) {
   text << in.rdbuf();
   return ParseRulesYaml(text.str(), path);
 }
+
+namespace {
+
+// Records `o` checked by `rule`: `pass`, against `expected`.
+void AddFinding(const Rule& rule, const Observation& o, bool pass,
+                const std::string& expected, VerdictReport* report) {
+  Finding f;
+  f.kind = o.kind;
+  f.subject = o.subject;
+  f.hosts = o.hosts;
+  f.ranks = o.ranks;
+  f.rule = rule.name;
+  f.measurement = o.measurement;
+  f.metric = o.metric;
+  f.value = o.value;
+  f.expected = expected;
+  f.pass = pass;
+  report->findings.push_back(std::move(f));
+}
+
+// A failed result fails the rank it names, else its subject.
+void AddFailedResult(const v1::Result& r, VerdictReport* report) {
+  Finding f;
+  const Observation o = ObserveWhole(r);
+  f.kind = o.kind;
+  f.subject = o.subject;
+  f.hosts = o.hosts;
+  f.ranks = o.ranks;
+  if (r.failure().rank() >= 0) {
+    f.ranks = {r.failure().rank()};
+    f.kind = SubjectKind::kGpu;
+    f.subject = absl::StrFormat("rank %d", r.failure().rank());
+    f.hosts = {r.failure().host().empty() ? Host(r, r.failure().rank())
+                                          : r.failure().host()};
+  }
+  f.rule = "failures";
+  f.measurement = o.measurement;
+  f.pass = false;
+  f.expected = absl::StrFormat(
+      "OK; got %s %s: %s", r.status() == v1::FAILED ? "FAILED" : "?",
+      FailureReasonName(r.failure().reason()), r.failure().detail());
+  report->findings.push_back(std::move(f));
+}
+
+// min_pct_of_ceiling: each matched result's share of its path's ceiling.
+void CheckCeiling(const Rule& rule,
+                  const std::vector<const v1::Result*>& matched,
+                  VerdictReport* report) {
+  for (const v1::Result* r : matched) {
+    const Observation whole = ObserveWhole(*r);
+    const double ceiling =
+        r->ceiling_gbps() > 0 ? r->ceiling_gbps() : r->case_().ceiling_gbps();
+    if (ceiling <= 0) {
+      report->notes.push_back(
+          absl::StrFormat("rule %s: %s has no known ceiling; not checked",
+                          rule.name, whole.measurement));
+      continue;
+    }
+    const double pct = whole.value / ceiling * 100;
+    Observation shown = whole;
+    shown.metric = "% of ceiling";
+    shown.value = pct;
+    AddFinding(
+        rule, shown, pct >= *rule.min_pct_of_ceiling,
+        absl::StrFormat(
+            ">= %s%% of %s GB/s (%s)", Fmt(*rule.min_pct_of_ceiling),
+            Fmt(ceiling),
+            r->ceiling_source().empty() ? "ceiling" : r->ceiling_source()),
+        report);
+  }
+}
+
+// fleet_within: each subject's median against the fleet's, per measurement.
+void CheckFleet(const Rule& rule, const std::vector<Observation>& obs,
+                VerdictReport* report) {
+  std::map<std::string, std::vector<const Observation*>> groups;
+  for (const Observation& o : obs) groups[o.measurement].push_back(&o);
+  for (const auto& [m, members] : groups) {
+    // One value per subject (repeated runs: their median).
+    const std::map<std::string, Observation> per =
+        MedianPer(members, &Observation::subject);
+    if (static_cast<int>(per.size()) < rule.fleet_min_members) {
+      report->notes.push_back(absl::StrFormat(
+          "rule %s: %s has %d member(s), fewer than %d; no fleet check",
+          rule.name, m, per.size(), rule.fleet_min_members));
+      continue;
+    }
+    std::vector<double> medians;
+    for (const auto& [s, o] : per) medians.push_back(o.value);
+    double fleet = Median(medians);
+    // Pairs: the median over ranks of each rank's median pair. One slow
+    // rank is in 2/n of the pairs (half of them among 4 ranks), enough
+    // to drag the plain median of pairs to its own speed; it is one
+    // rank's median of n.
+    std::map<int, std::vector<double>> by_rank;
+    bool pairs = true;
+    for (const auto& [s, o] : per) {
+      if (o.kind != SubjectKind::kPair || o.ranks.size() != 2) {
+        pairs = false;
+        break;
+      }
+      for (int r : o.ranks) by_rank[r].push_back(o.value);
+    }
+    if (pairs && by_rank.size() > 2) {
+      std::vector<double> rank_medians;
+      for (const auto& [r, v] : by_rank) rank_medians.push_back(Median(v));
+      fleet = Median(rank_medians);
+    }
+    for (const auto& [s, o] : per) {
+      const auto [pass, expected] =
+          Within(o, fleet, *rule.fleet_within, "fleet median");
+      AddFinding(rule, o, pass, expected, report);
+    }
+  }
+}
+
+// baseline_within: each subject's median against its baseline median.
+void CheckBaseline(
+    const Rule& rule, const std::vector<Observation>& obs,
+    const std::map<std::string, std::vector<double>>& base_values,
+    VerdictReport* report) {
+  // One value per subject on each side (repeated runs: their median),
+  // as the fleet rule takes it: one noisy run of several does not fail
+  // a subject, a subject slower in most of them does.
+  std::vector<const Observation*> all;
+  int missing = 0;
+  for (const Observation& o : obs) {
+    all.push_back(&o);
+    missing += base_values.count(o.key) == 0;
+  }
+  for (const auto& [key, o] : MedianPer(all, &Observation::key)) {
+    auto it = base_values.find(key);
+    if (it == base_values.end()) continue;
+    const auto [pass, expected] =
+        Within(o, Median(it->second), *rule.baseline_within, "baseline");
+    AddFinding(rule, o, pass, expected, report);
+  }
+  if (missing > 0) {
+    report->notes.push_back(absl::StrFormat(
+        "rule %s: %d value(s) have no baseline for the same measurement "
+        "and subject; not checked",
+        rule.name, missing));
+  }
+}
+
+// Every check of one rule over the OK results it matches.
+void CheckRule(const Rule& rule, const std::vector<const v1::Result*>& ok,
+               const std::map<std::string, std::vector<double>>& base_values,
+               VerdictReport* report) {
+  std::vector<Observation> obs;
+  std::vector<const v1::Result*> matched;
+  for (const v1::Result* r : ok) {
+    if (!rule.match.Matches(*r)) continue;
+    matched.push_back(r);
+    for (Observation& o : Observe(*r)) obs.push_back(std::move(o));
+  }
+  if (matched.empty()) {
+    ++report->unmatched_rules;
+    report->notes.push_back(
+        absl::StrFormat("rule %s (%s) matched no result: nothing was checked",
+                        rule.name, rule.where));
+    return;
+  }
+  for (const Observation& o : obs) {
+    if (rule.min)
+      AddFinding(rule, o, o.value >= *rule.min, ">= " + Fmt(*rule.min), report);
+    if (rule.max)
+      AddFinding(rule, o, o.value <= *rule.max, "<= " + Fmt(*rule.max), report);
+  }
+  if (rule.min_pct_of_ceiling) CheckCeiling(rule, matched, report);
+  if (rule.fleet_within) CheckFleet(rule, obs, report);
+  if (rule.baseline_within) CheckBaseline(rule, obs, base_values, report);
+}
+
+}  // namespace
 
 VerdictReport Evaluate(const Rules& rules,
                        const std::vector<v1::Result>& results,
@@ -407,158 +599,14 @@ VerdictReport Evaluate(const Rules& rules,
     ++report.results;
     if (r.status() == v1::SKIPPED) {
       ++report.skipped;
-      continue;
-    }
-    if (r.status() == v1::OK) {
+    } else if (r.status() == v1::OK) {
       ok.push_back(&r);
-      continue;
-    }
-    if (!rules.failures) continue;
-    // A failed result fails the rank it names, else its subject.
-    Finding f;
-    const Observation o = ObserveWhole(r);
-    f.kind = o.kind;
-    f.subject = o.subject;
-    f.hosts = o.hosts;
-    f.ranks = o.ranks;
-    if (r.failure().rank() >= 0) {
-      f.ranks = {r.failure().rank()};
-      f.kind = SubjectKind::kGpu;
-      f.subject = absl::StrFormat("rank %d", r.failure().rank());
-      f.hosts = {r.failure().host().empty() ? Host(r, r.failure().rank())
-                                            : r.failure().host()};
-    }
-    f.rule = "failures";
-    f.measurement = o.measurement;
-    f.pass = false;
-    f.expected = absl::StrFormat(
-        "OK; got %s %s: %s", r.status() == v1::FAILED ? "FAILED" : "?",
-        FailureReasonName(r.failure().reason()), r.failure().detail());
-    report.findings.push_back(std::move(f));
-  }
-  for (const Rule& rule : rules.rules) {
-    std::vector<Observation> obs;
-    std::vector<const v1::Result*> matched;
-    for (const v1::Result* r : ok) {
-      if (!rule.match.Matches(*r)) continue;
-      matched.push_back(r);
-      for (Observation& o : Observe(*r)) obs.push_back(std::move(o));
-    }
-    if (matched.empty()) {
-      ++report.unmatched_rules;
-      report.notes.push_back(
-          absl::StrFormat("rule %s (%s) matched no result: nothing was checked",
-                          rule.name, rule.where));
-      continue;
-    }
-    auto add = [&](const Observation& o, bool pass,
-                   const std::string& expected) {
-      Finding f;
-      f.kind = o.kind;
-      f.subject = o.subject;
-      f.hosts = o.hosts;
-      f.ranks = o.ranks;
-      f.rule = rule.name;
-      f.measurement = o.measurement;
-      f.metric = o.metric;
-      f.value = o.value;
-      f.expected = expected;
-      f.pass = pass;
-      report.findings.push_back(std::move(f));
-    };
-    for (const Observation& o : obs) {
-      if (rule.min) add(o, o.value >= *rule.min, ">= " + Fmt(*rule.min));
-      if (rule.max) add(o, o.value <= *rule.max, "<= " + Fmt(*rule.max));
-    }
-    if (rule.min_pct_of_ceiling) {
-      for (const v1::Result* r : matched) {
-        const Observation whole = ObserveWhole(*r);
-        const double ceiling = r->ceiling_gbps() > 0
-                                   ? r->ceiling_gbps()
-                                   : r->case_().ceiling_gbps();
-        if (ceiling <= 0) {
-          report.notes.push_back(
-              absl::StrFormat("rule %s: %s has no known ceiling; not checked",
-                              rule.name, whole.measurement));
-          continue;
-        }
-        const double pct = whole.value / ceiling * 100;
-        Observation shown = whole;
-        shown.metric = "% of ceiling";
-        shown.value = pct;
-        add(shown, pct >= *rule.min_pct_of_ceiling,
-            absl::StrFormat(
-                ">= %s%% of %s GB/s (%s)", Fmt(*rule.min_pct_of_ceiling),
-                Fmt(ceiling),
-                r->ceiling_source().empty() ? "ceiling" : r->ceiling_source()));
-      }
-    }
-    if (rule.fleet_within) {
-      std::map<std::string, std::vector<const Observation*>> groups;
-      for (const Observation& o : obs) groups[o.measurement].push_back(&o);
-      for (const auto& [m, members] : groups) {
-        // One value per subject (repeated runs: their median).
-        const std::map<std::string, Observation> per =
-            MedianPer(members, &Observation::subject);
-        if (static_cast<int>(per.size()) < rule.fleet_min_members) {
-          report.notes.push_back(absl::StrFormat(
-              "rule %s: %s has %d member(s), fewer than %d; no fleet check",
-              rule.name, m, per.size(), rule.fleet_min_members));
-          continue;
-        }
-        std::vector<double> medians;
-        for (const auto& [s, o] : per) medians.push_back(o.value);
-        double fleet = Median(medians);
-        // Pairs: the median over ranks of each rank's median pair. One slow
-        // rank is in 2/n of the pairs (half of them among 4 ranks), enough
-        // to drag the plain median of pairs to its own speed; it is one
-        // rank's median of n.
-        std::map<int, std::vector<double>> by_rank;
-        bool pairs = true;
-        for (const auto& [s, o] : per) {
-          if (o.kind != SubjectKind::kPair || o.ranks.size() != 2) {
-            pairs = false;
-            break;
-          }
-          for (int r : o.ranks) by_rank[r].push_back(o.value);
-        }
-        if (pairs && by_rank.size() > 2) {
-          std::vector<double> rank_medians;
-          for (const auto& [r, v] : by_rank) rank_medians.push_back(Median(v));
-          fleet = Median(rank_medians);
-        }
-        for (const auto& [s, o] : per) {
-          const auto [pass, expected] =
-              Within(o, fleet, *rule.fleet_within, "fleet median");
-          add(o, pass, expected);
-        }
-      }
-    }
-    if (rule.baseline_within) {
-      // One value per subject on each side (repeated runs: their median),
-      // as the fleet rule takes it: one noisy run of several does not fail
-      // a subject, a subject slower in most of them does.
-      std::vector<const Observation*> all;
-      int missing = 0;
-      for (const Observation& o : obs) {
-        all.push_back(&o);
-        missing += base_values.count(o.key) == 0;
-      }
-      for (const auto& [key, o] : MedianPer(all, &Observation::key)) {
-        auto it = base_values.find(key);
-        if (it == base_values.end()) continue;
-        const auto [pass, expected] =
-            Within(o, Median(it->second), *rule.baseline_within, "baseline");
-        add(o, pass, expected);
-      }
-      if (missing > 0) {
-        report.notes.push_back(absl::StrFormat(
-            "rule %s: %d value(s) have no baseline for the same measurement "
-            "and subject; not checked",
-            rule.name, missing));
-      }
+    } else if (rules.failures) {
+      AddFailedResult(r, &report);
     }
   }
+  for (const Rule& rule : rules.rules)
+    CheckRule(rule, ok, base_values, &report);
   return report;
 }
 
