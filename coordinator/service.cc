@@ -309,6 +309,109 @@ void CoordinatorService::SchedulerLoop() {
   }
 }
 
+absl::StatusOr<std::unique_ptr<JobSupervisor>> CoordinatorService::LaunchOnK8s(
+    const v1::Job& job, const std::string& id, const WatchLimits& limits,
+    const fs::path& dir) {
+  K8sLaunch launch;
+  K8sSpec& k = launch.spec;
+  k.name = DnsLabel(absl::StrFormat("ringmaster-%s-%d", id, job.attempt()));
+  k.namespace_ = options_.k8s_namespace;
+  k.image = options_.k8s_image;
+  k.nranks = job.nranks();
+  k.ranks_per_pod = options_.k8s_ranks_per_pod > 0
+                        ? options_.k8s_ranks_per_pod
+                        : std::max(1, job.plan().ranks_per_node());
+  k.gpus_per_pod = options_.k8s_gpus_per_pod;
+  k.coordinator = options_.worker_address;
+  k.job_id = id;
+  k.backend = job.backend().empty() ? "auto" : job.backend();
+  k.token_secret = k.name + "-token";
+  k.token = job.worker_token();
+  k.tls_ca_secret = options_.k8s_tls_ca_secret;
+  k.deadline_s = limits.deadline_s + 60;
+  // NCCL_* of the coordinator's environment (e.g. NCCL_NVLS_ENABLE=0
+  // set on its Deployment) reach every container; the job's own
+  // override them.
+  k.nccl_env = NcclEnvironment();
+  for (const auto& [name, value] : job.env())
+    if (absl::StartsWith(name, "NCCL_")) k.nccl_env[name] = value;
+  launch.style = options_.k8s_style;
+  launch.kubectl = options_.kubectl;
+  launch.manifest_path =
+      (dir / absl::StrFormat("attempt-%d.k8s.yaml", job.attempt())).string();
+  // kubectl runs in the coordinator's environment (KUBECONFIG): the
+  // token reaches the pods through the Secret only.
+  launch.poll_interval_s = options_.k8s_poll_s;
+  auto launched = JobSupervisor::LaunchK8s(manager_.get(), id, launch, limits);
+  return launched;
+}
+
+absl::StatusOr<std::unique_ptr<JobSupervisor>>
+CoordinatorService::LaunchOnSlurm(const v1::Job& job, const std::string& id,
+                                  const WatchLimits& limits,
+                                  const fs::path& dir) {
+  SlurmLaunch launch;
+  SlurmSpec& spec = launch.spec;
+  spec.job_name = "ringmaster-" + id;
+  spec.nranks = job.nranks();
+  spec.ranks_per_node = options_.slurm_ranks_per_node > 0
+                            ? options_.slurm_ranks_per_node
+                            : job.plan().ranks_per_node();
+  spec.gpus_per_node = options_.slurm_gpus_per_node;
+  spec.partition = options_.slurm_partition;
+  spec.time_limit_s = limits.deadline_s + 60;
+  spec.output = fs::absolute(dir).string() + "/slurm-%j.out";
+  spec.worker = options_.worker;
+  spec.coordinator = options_.worker_address;
+  spec.job_id = id;
+  spec.backend = job.backend().empty() ? "auto" : job.backend();
+  spec.extra_sbatch = options_.slurm_args;
+  launch.script_path =
+      (dir / absl::StrFormat("attempt-%d.sbatch", job.attempt())).string();
+  launch.env = LaunchEnv(job);
+  launch.poll_interval_s = options_.slurm_poll_s;
+  launch.rlimits = options_.worker_rlimits;
+  auto launched =
+      JobSupervisor::LaunchSlurm(manager_.get(), id, launch, limits);
+  return launched;
+}
+
+absl::StatusOr<std::unique_ptr<JobSupervisor>>
+CoordinatorService::LaunchWithMpirun(const v1::Job& job, const std::string& id,
+                                     const WatchLimits& limits,
+                                     const fs::path& dir) {
+  MpirunLaunch launch;
+  launch.mpirun = options_.mpirun;
+  launch.hostfile = options_.hostfile;
+  launch.mpirun_args = options_.mpirun_args;
+  launch.worker = options_.worker;
+  launch.address = options_.worker_address;
+  launch.backend = job.backend().empty() ? "auto" : job.backend();
+  launch.env = LaunchEnv(job);
+  launch.rlimits = options_.worker_rlimits;
+  launch.log_path =
+      (dir / absl::StrFormat("attempt-%d.log", job.attempt())).string();
+  auto launched =
+      JobSupervisor::LaunchMpirun(manager_.get(), id, launch, limits);
+  return launched;
+}
+
+// The job's launch through the configured launcher (`external`: ranks
+// started elsewhere register; the supervisor only follows them).
+absl::StatusOr<std::unique_ptr<JobSupervisor>> CoordinatorService::Launch(
+    const v1::Job& job, const std::string& id, const WatchLimits& limits) {
+  const fs::path dir = fs::path(options_.data_dir) / "jobs" / id;
+  std::error_code dir_ec;
+  fs::create_directories(dir, dir_ec);
+  if (options_.launcher == "external") {
+    return JobSupervisor::Follow(manager_.get(), id, limits,
+                                 /*adopted=*/false, 0);
+  }
+  if (options_.launcher == "k8s") return LaunchOnK8s(job, id, limits, dir);
+  if (options_.launcher == "slurm") return LaunchOnSlurm(job, id, limits, dir);
+  return LaunchWithMpirun(job, id, limits, dir);
+}
+
 void CoordinatorService::LaunchQueued() {
   for (const std::string& id : manager_->JobsInState(v1::JOB_QUEUED)) {
     {
@@ -328,100 +431,12 @@ void CoordinatorService::LaunchQueued() {
     }
     auto job = manager_->GetJob(id);
     if (!job.ok()) continue;
-    WatchLimits limits = LimitsFor(*job);
-    std::unique_ptr<JobSupervisor> sup;
-    absl::Status launch_error;
-    fs::path dir = fs::path(options_.data_dir) / "jobs" / id;
-    std::error_code dir_ec;
-    fs::create_directories(dir, dir_ec);
-    if (options_.launcher == "external") {
-      sup = JobSupervisor::Follow(manager_.get(), id, limits,
-                                  /*adopted=*/false, 0);
-    } else if (options_.launcher == "k8s") {
-      K8sLaunch launch;
-      K8sSpec& k = launch.spec;
-      k.name =
-          DnsLabel(absl::StrFormat("ringmaster-%s-%d", id, job->attempt()));
-      k.namespace_ = options_.k8s_namespace;
-      k.image = options_.k8s_image;
-      k.nranks = job->nranks();
-      k.ranks_per_pod = options_.k8s_ranks_per_pod > 0
-                            ? options_.k8s_ranks_per_pod
-                            : std::max(1, job->plan().ranks_per_node());
-      k.gpus_per_pod = options_.k8s_gpus_per_pod;
-      k.coordinator = options_.worker_address;
-      k.job_id = id;
-      k.backend = job->backend().empty() ? "auto" : job->backend();
-      k.token_secret = k.name + "-token";
-      k.token = job->worker_token();
-      k.tls_ca_secret = options_.k8s_tls_ca_secret;
-      k.deadline_s = limits.deadline_s + 60;
-      // NCCL_* of the coordinator's environment (e.g. NCCL_NVLS_ENABLE=0
-      // set on its Deployment) reach every container; the job's own
-      // override them.
-      k.nccl_env = NcclEnvironment();
-      for (const auto& [name, value] : job->env())
-        if (absl::StartsWith(name, "NCCL_")) k.nccl_env[name] = value;
-      launch.style = options_.k8s_style;
-      launch.kubectl = options_.kubectl;
-      launch.manifest_path =
-          (dir / absl::StrFormat("attempt-%d.k8s.yaml", job->attempt()))
-              .string();
-      // kubectl runs in the coordinator's environment (KUBECONFIG): the
-      // token reaches the pods through the Secret only.
-      launch.poll_interval_s = options_.k8s_poll_s;
-      auto launched =
-          JobSupervisor::LaunchK8s(manager_.get(), id, launch, limits);
-      if (launched.ok()) sup = std::move(*launched);
-      launch_error = launched.status();
-    } else if (options_.launcher == "slurm") {
-      SlurmLaunch launch;
-      SlurmSpec& spec = launch.spec;
-      spec.job_name = "ringmaster-" + id;
-      spec.nranks = job->nranks();
-      spec.ranks_per_node = options_.slurm_ranks_per_node > 0
-                                ? options_.slurm_ranks_per_node
-                                : job->plan().ranks_per_node();
-      spec.gpus_per_node = options_.slurm_gpus_per_node;
-      spec.partition = options_.slurm_partition;
-      spec.time_limit_s = limits.deadline_s + 60;
-      spec.output = fs::absolute(dir).string() + "/slurm-%j.out";
-      spec.worker = options_.worker;
-      spec.coordinator = options_.worker_address;
-      spec.job_id = id;
-      spec.backend = job->backend().empty() ? "auto" : job->backend();
-      spec.extra_sbatch = options_.slurm_args;
-      launch.script_path =
-          (dir / absl::StrFormat("attempt-%d.sbatch", job->attempt())).string();
-      launch.env = LaunchEnv(*job);
-      launch.poll_interval_s = options_.slurm_poll_s;
-      launch.rlimits = options_.worker_rlimits;
-      auto launched =
-          JobSupervisor::LaunchSlurm(manager_.get(), id, launch, limits);
-      if (launched.ok()) sup = std::move(*launched);
-      launch_error = launched.status();
-    } else {
-      MpirunLaunch launch;
-      launch.mpirun = options_.mpirun;
-      launch.hostfile = options_.hostfile;
-      launch.mpirun_args = options_.mpirun_args;
-      launch.worker = options_.worker;
-      launch.address = options_.worker_address;
-      launch.backend = job->backend().empty() ? "auto" : job->backend();
-      launch.env = LaunchEnv(*job);
-      launch.rlimits = options_.worker_rlimits;
-      launch.log_path =
-          (dir / absl::StrFormat("attempt-%d.log", job->attempt())).string();
-      auto launched =
-          JobSupervisor::LaunchMpirun(manager_.get(), id, launch, limits);
-      if (launched.ok()) sup = std::move(*launched);
-      launch_error = launched.status();
-    }
-    if (!launch_error.ok()) {
+    auto sup = Launch(*job, id, LimitsFor(*job));
+    if (!sup.ok()) {
       v1::Failure f;
       f.set_reason(v1::WORKER_EXIT);
       f.set_rank(-1);
-      f.set_detail("launch failed: " + std::string(launch_error.message()));
+      f.set_detail("launch failed: " + std::string(sup.status().message()));
       manager_->Finish(id, v1::JOB_FAILED, f);
       spdlog::error("job {}: {}", id, f.detail());
       ExportJob(id);
@@ -430,7 +445,7 @@ void CoordinatorService::LaunchQueued() {
     spdlog::info("job {} attempt {} launched ({})", id, job->attempt(),
                  options_.launcher);
     std::lock_guard<std::mutex> lock(mu_);
-    running_[id] = std::move(sup);
+    running_[id] = std::move(*sup);
   }
 }
 

@@ -12,6 +12,7 @@
 #ifndef RINGMASTER_COORDINATOR_SERVICE_H_
 #define RINGMASTER_COORDINATOR_SERVICE_H_
 
+#include <filesystem>
 #include <future>
 #include <list>
 #include <map>
@@ -99,6 +100,17 @@ class CoordinatorService {
       const v1::SubmitPlanRequest& request, const Caller& caller);
   void SchedulerLoop();
   void LaunchQueued();
+  absl::StatusOr<std::unique_ptr<JobSupervisor>> Launch(
+      const v1::Job& job, const std::string& id, const WatchLimits& limits);
+  absl::StatusOr<std::unique_ptr<JobSupervisor>> LaunchOnK8s(
+      const v1::Job& job, const std::string& id, const WatchLimits& limits,
+      const std::filesystem::path& dir);
+  absl::StatusOr<std::unique_ptr<JobSupervisor>> LaunchOnSlurm(
+      const v1::Job& job, const std::string& id, const WatchLimits& limits,
+      const std::filesystem::path& dir);
+  absl::StatusOr<std::unique_ptr<JobSupervisor>> LaunchWithMpirun(
+      const v1::Job& job, const std::string& id, const WatchLimits& limits,
+      const std::filesystem::path& dir);
   void PollRunning();
   // Exports a finished job that has an output name (see results_root);
   // failures are logged, never change the job.

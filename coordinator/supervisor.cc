@@ -493,15 +493,57 @@ std::optional<Outcome> JobSupervisor::Decide() {
       return Failed(r.failure);
   }
   const std::vector<RankStatus>& ranks = snap->ranks;
+  bool wait = false;
+  if (auto ended = DecideEnd(*snap, now, &wait); ended || wait) return ended;
+  if (auto lost = WatchRanks(ranks, now)) return lost;
+  // Ranks gone, silent or stalled.
+  int registered = 0;
+  absl::Time newest_progress = absl::InfinitePast();
+  for (const RankStatus& r : ranks) {
+    if (r.registered) ++registered;
+    newest_progress = std::max(newest_progress, r.last_progress);
+  }
+  if (registered == static_cast<int>(ranks.size()) && !ranks.empty() &&
+      now - newest_progress > absl::Seconds(limits_.op_timeout_s)) {
+    if (auto hung = StalledRank(ranks, now, newest_progress)) return hung;
+  }
+  if (!adopted_ && registered < static_cast<int>(ranks.size()) &&
+      now - start_ > absl::Seconds(limits_.registration_timeout_s)) {
+    std::vector<int> missing;
+    for (const RankStatus& r : ranks) {
+      if (!r.registered) missing.push_back(r.rank);
+    }
+    return Failed(MakeFailure(
+        v1::WORKER_UNREACHABLE, missing.empty() ? -1 : missing[0], "",
+        absl::StrFormat("rank(s) %s never registered within %.0f s",
+                        absl::StrJoin(missing, ", "),
+                        limits_.registration_timeout_s)));
+  }
+  if (now - start_ > absl::Seconds(limits_.deadline_s)) {
+    return Failed(
+        MakeFailure(v1::DEADLINE, -1, "",
+                    absl::StrFormat("job exceeded its %.0f s deadline",
+                                    limits_.deadline_s)));
+  }
+  return std::nullopt;
+}
+
+// The end: the launcher exited (mpirun), or every rank reported its end
+// (ranks started elsewhere). `*wait`: the launcher just exited, give late
+// reports a moment to arrive before deciding.
+std::optional<Outcome> JobSupervisor::DecideEnd(const JobSnapshot& snap,
+                                                absl::Time now, bool* wait) {
+  const std::vector<RankStatus>& ranks = snap.ranks;
   const bool rank0_final = !ranks.empty() && ranks[0].final;
   const bool all_final = std::all_of(
       ranks.begin(), ranks.end(), [](const RankStatus& r) { return r.final; });
-  // The end: the launcher exited (mpirun), or every rank reported its end
-  // (ranks started elsewhere).
   std::optional<Outcome> ended;
   if (launcher_ && exit_status_) {
     // Give late reports a moment to arrive, then decide.
-    if (now - exit_seen_ < absl::Milliseconds(300)) return std::nullopt;
+    if (now - exit_seen_ < absl::Milliseconds(300)) {
+      *wait = true;
+      return std::nullopt;
+    }
     if (*exit_status_ != 0 || !rank0_final) {
       std::lock_guard<std::mutex> lock(log_->mu);
       if (log_->rank_failure) {
@@ -518,23 +560,23 @@ std::optional<Outcome> JobSupervisor::Decide() {
   } else if (!launcher_ && all_final) {
     ended = Outcome();
   }
-  if (ended) {
-    if (snap->failed_result) return Failed(*snap->failed_result);
-    auto stored = manager_->CountResults(job_id_, snap->job.attempt());
-    if (stored.ok() && *stored < snap->cases) {
-      return Failed(MakeFailure(v1::WORKER_EXIT, -1, "",
-                                absl::StrFormat("only %d of %d results arrived",
-                                                *stored, snap->cases)));
-    }
-    return ended;
+  if (!ended) return std::nullopt;
+  if (snap.failed_result) return Failed(*snap.failed_result);
+  auto stored = manager_->CountResults(job_id_, snap.job.attempt());
+  if (stored.ok() && *stored < snap.cases) {
+    return Failed(MakeFailure(v1::WORKER_EXIT, -1, "",
+                              absl::StrFormat("only %d of %d results arrived",
+                                              *stored, snap.cases)));
   }
+  return ended;
+}
 
-  // Watchdog: ranks gone, silent or stalled.
-  int registered = 0;
-  absl::Time newest_progress = absl::InfinitePast();
+// Each rank still working: gone (a local process that died), silent past
+// the heartbeat timeout, or not back after a coordinator restart.
+std::optional<Outcome> JobSupervisor::WatchRanks(
+    const std::vector<RankStatus>& ranks, absl::Time now) {
+  const bool rank0_final = !ranks.empty() && ranks[0].final;
   for (const RankStatus& r : ranks) {
-    if (r.registered) ++registered;
-    newest_progress = std::max(newest_progress, r.last_progress);
     if (r.final) continue;
     const bool local = r.registered && r.fingerprint.host() == my_host_ &&
                        r.fingerprint.pid() > 0;
@@ -572,65 +614,50 @@ std::optional<Outcome> JobSupervisor::Decide() {
                       absl::StrFormat("no heartbeat for %.0f s", silent)));
     }
   }
-  if (registered == static_cast<int>(ranks.size()) && !ranks.empty() &&
-      now - newest_progress > absl::Seconds(limits_.op_timeout_s)) {
-    // No rank moved for op_timeout: the one furthest behind holds the
-    // others up (it never entered the case the others wait in).
-    const RankStatus* culprit = nullptr;
-    bool tie = true;
-    for (const RankStatus& r : ranks) {
-      if (r.final) continue;
-      if (!culprit) {
-        culprit = &r;
-        continue;
-      }
-      auto key = [](const RankStatus& x) {
-        return std::make_pair(x.entered_seq, x.ops);
-      };
-      if (key(r) != key(*culprit)) tie = false;
-      if (key(r) < key(*culprit)) culprit = &r;
+  return std::nullopt;
+}
+
+// No rank moved for op_timeout: the one furthest behind holds the others
+// up (it never entered the case the others wait in).
+std::optional<Outcome> JobSupervisor::StalledRank(
+    const std::vector<RankStatus>& ranks, absl::Time now,
+    absl::Time newest_progress) {
+  const RankStatus* culprit = nullptr;
+  bool tie = true;
+  for (const RankStatus& r : ranks) {
+    if (r.final) continue;
+    if (!culprit) {
+      culprit = &r;
+      continue;
     }
-    if (culprit) {
-      // Ahead of the culprit, the others wait in a case it never entered.
-      int64_t furthest = culprit->entered_seq;
-      for (const RankStatus& r : ranks) {
-        if (!r.final) furthest = std::max(furthest, r.entered_seq);
-      }
-      const std::string where =
-          furthest > culprit->entered_seq
-              ? absl::StrFormat(
-                    "rank %d last entered case %d (after %d operations) and "
-                    "never entered case %d, where the others wait",
-                    culprit->rank, culprit->entered_seq, culprit->ops, furthest)
-              : absl::StrFormat("rank %d is in case %d after %d operations",
-                                culprit->rank, culprit->entered_seq,
-                                culprit->ops);
-      return Failed(MakeFailure(
-          v1::RANK_HUNG, tie && ranks.size() > 1 ? -1 : culprit->rank,
-          culprit->fingerprint.host(),
-          absl::StrFormat("no progress for %.1f s (op timeout %.0f s); %s%s",
-                          absl::ToDoubleSeconds(now - newest_progress),
-                          limits_.op_timeout_s, where,
-                          tie ? "; every rank is at the same point" : "")));
-    }
+    auto key = [](const RankStatus& x) {
+      return std::make_pair(x.entered_seq, x.ops);
+    };
+    if (key(r) != key(*culprit)) tie = false;
+    if (key(r) < key(*culprit)) culprit = &r;
   }
-  if (!adopted_ && registered < static_cast<int>(ranks.size()) &&
-      now - start_ > absl::Seconds(limits_.registration_timeout_s)) {
-    std::vector<int> missing;
+  if (culprit) {
+    // Ahead of the culprit, the others wait in a case it never entered.
+    int64_t furthest = culprit->entered_seq;
     for (const RankStatus& r : ranks) {
-      if (!r.registered) missing.push_back(r.rank);
+      if (!r.final) furthest = std::max(furthest, r.entered_seq);
     }
+    const std::string where =
+        furthest > culprit->entered_seq
+            ? absl::StrFormat(
+                  "rank %d last entered case %d (after %d operations) and "
+                  "never entered case %d, where the others wait",
+                  culprit->rank, culprit->entered_seq, culprit->ops, furthest)
+            : absl::StrFormat("rank %d is in case %d after %d operations",
+                              culprit->rank, culprit->entered_seq,
+                              culprit->ops);
     return Failed(MakeFailure(
-        v1::WORKER_UNREACHABLE, missing.empty() ? -1 : missing[0], "",
-        absl::StrFormat("rank(s) %s never registered within %.0f s",
-                        absl::StrJoin(missing, ", "),
-                        limits_.registration_timeout_s)));
-  }
-  if (now - start_ > absl::Seconds(limits_.deadline_s)) {
-    return Failed(
-        MakeFailure(v1::DEADLINE, -1, "",
-                    absl::StrFormat("job exceeded its %.0f s deadline",
-                                    limits_.deadline_s)));
+        v1::RANK_HUNG, tie && ranks.size() > 1 ? -1 : culprit->rank,
+        culprit->fingerprint.host(),
+        absl::StrFormat("no progress for %.1f s (op timeout %.0f s); %s%s",
+                        absl::ToDoubleSeconds(now - newest_progress),
+                        limits_.op_timeout_s, where,
+                        tie ? "; every rank is at the same point" : "")));
   }
   return std::nullopt;
 }

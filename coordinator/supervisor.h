@@ -152,6 +152,13 @@ class JobSupervisor {
  private:
   JobSupervisor(JobManager* manager, std::string job_id, WatchLimits limits);
   std::optional<Outcome> Decide();
+  std::optional<Outcome> DecideEnd(const JobSnapshot& snap, absl::Time now,
+                                   bool* wait);
+  std::optional<Outcome> WatchRanks(const std::vector<RankStatus>& ranks,
+                                    absl::Time now);
+  std::optional<Outcome> StalledRank(const std::vector<RankStatus>& ranks,
+                                     absl::Time now,
+                                     absl::Time newest_progress);
 
   struct Log {
     std::mutex mu;
