@@ -222,43 +222,108 @@ double MannWhitneyP(std::span<const double> a, std::span<const double> b) {
   return std::erfc(z / std::sqrt(2.0));
 }
 
+namespace {
+
+// Adds `results` to `sides` by comparison key; `order` receives each key
+// the first time either side has it.
+void CollectSides(const std::vector<v1::Result>& results,
+                  const std::map<std::string, Side>& other,
+                  std::map<std::string, Side>* sides,
+                  std::vector<std::string>* order) {
+  for (const auto& r : results) {
+    const std::string key = CompareKey(r);
+    if (!sides->count(key) && !other.count(key)) order->push_back(key);
+    Side& s = (*sides)[key];
+    ++s.results;
+    if (r.status() == v1::SKIPPED) continue;
+    if (r.status() != v1::OK) {
+      ++s.failed;
+      s.failure =
+          std::string(FailureReason_Name(r.failure().reason())) +
+          (r.failure().detail().empty() ? "" : ": " + r.failure().detail());
+      continue;
+    }
+    // Runs sort by their job's start (RFC 3339, so text order is time
+    // order) for the interleaved-runs pairing of SummarizeComparison.
+    const std::string run = absl::StrFormat(
+        "%s %s/%d", r.provenance().started_at(), r.job_id(), r.attempt());
+    if (r.stats().samples_s_size() > 0) {
+      s.samples.insert(s.samples.end(), r.stats().samples_s().begin(),
+                       r.stats().samples_s().end());
+      s.runs[run].insert(s.runs[run].end(), r.stats().samples_s().begin(),
+                         r.stats().samples_s().end());
+    } else if (r.stats().median_s() > 0) {
+      s.medians.push_back(r.stats().median_s());
+      s.runs[run].push_back(r.stats().median_s());
+    }
+  }
+}
+
+// Run level (3+ base runs): the new runs' mean log median against the base
+// runs', with Student's t on the runs' noise.
+void JudgeRuns(const std::vector<double>& base_logs,
+               const std::vector<double>& new_logs, double sd,
+               const CompareOptions& o, MetricComparison* m) {
+  const double d = Mean(new_logs) - Mean(base_logs);
+  const double noise =
+      sd * std::sqrt(1.0 / static_cast<double>(new_logs.size()) +
+                     1.0 / static_cast<double>(base_logs.size()));
+  m->run_noise = sd;
+  m->change = std::exp(d) - 1;
+  // A prediction interval: the sd comes from the base runs, so
+  // Student's t with (runs - 1) degrees of freedom, not the normal.
+  const int df = static_cast<int>(base_logs.size()) - 1;
+  const double t95 = StudentCritical(0.05, df);
+  m->ci_low = std::exp(d - t95 * noise) - 1;
+  m->ci_high = std::exp(d + t95 * noise) - 1;
+  m->p_value = noise > 0 ? StudentTail(d / noise, df) : (d == 0 ? 1.0 : 0.0);
+  if (std::abs(m->change) >= o.threshold && m->p_value < o.alpha) {
+    m->verdict = d > 0 ? Verdict::kWorse : Verdict::kBetter;
+  }
+}
+
+// Sample level: a percentile bootstrap of the change of medians, and the
+// Mann-Whitney p already in `m`.
+void JudgeSamples(const std::vector<double>& xa, const std::vector<double>& xb,
+                  const CompareOptions& o, std::mt19937_64* rng,
+                  MetricComparison* m) {
+  std::vector<double> changes;
+  changes.reserve(o.bootstrap);
+  std::vector<double> ra(xa.size()), rb(xb.size());
+  std::uniform_int_distribution<size_t> pick_a(0, xa.size() - 1),
+      pick_b(0, xb.size() - 1);
+  for (int i = 0; i < o.bootstrap; ++i) {
+    for (double& v : ra) v = xa[pick_a(*rng)];
+    for (double& v : rb) v = xb[pick_b(*rng)];
+    const double ma = Median(ra);
+    if (ma > 0) changes.push_back(Median(rb) / ma - 1);
+  }
+  if (!changes.empty()) {
+    std::sort(changes.begin(), changes.end());
+    auto at = [&](double q) {
+      return changes[std::min(changes.size() - 1,
+                              static_cast<size_t>(q * changes.size()))];
+    };
+    m->ci_low = at(0.025);
+    m->ci_high = at(0.975);
+  }
+  const bool few = xa.size() < 3 || xb.size() < 3;
+  if (few) m->note = "fewer than 3 samples on a side: no test";
+  if (!few && m->p_value < o.alpha && std::abs(m->change) >= o.threshold) {
+    if (m->change > 0 && m->ci_low > 0) m->verdict = Verdict::kWorse;
+    if (m->change < 0 && m->ci_high < 0) m->verdict = Verdict::kBetter;
+  }
+}
+
+}  // namespace
+
 std::vector<MetricComparison> CompareResults(
     const std::vector<v1::Result>& base, const std::vector<v1::Result>& next,
     const CompareOptions& o) {
   std::vector<std::string> order;
   std::map<std::string, Side> a, b;
-  auto collect = [&](const std::vector<v1::Result>& results,
-                     std::map<std::string, Side>* sides) {
-    for (const auto& r : results) {
-      const std::string key = CompareKey(r);
-      if (!a.count(key) && !b.count(key)) order.push_back(key);
-      Side& s = (*sides)[key];
-      ++s.results;
-      if (r.status() == v1::SKIPPED) continue;
-      if (r.status() != v1::OK) {
-        ++s.failed;
-        s.failure =
-            std::string(FailureReason_Name(r.failure().reason())) +
-            (r.failure().detail().empty() ? "" : ": " + r.failure().detail());
-        continue;
-      }
-      // Runs sort by their job's start (RFC 3339, so text order is time
-      // order) for the interleaved-runs pairing of SummarizeComparison.
-      const std::string run = absl::StrFormat(
-          "%s %s/%d", r.provenance().started_at(), r.job_id(), r.attempt());
-      if (r.stats().samples_s_size() > 0) {
-        s.samples.insert(s.samples.end(), r.stats().samples_s().begin(),
-                         r.stats().samples_s().end());
-        s.runs[run].insert(s.runs[run].end(), r.stats().samples_s().begin(),
-                           r.stats().samples_s().end());
-      } else if (r.stats().median_s() > 0) {
-        s.medians.push_back(r.stats().median_s());
-        s.runs[run].push_back(r.stats().median_s());
-      }
-    }
-  };
-  collect(base, &a);
-  collect(next, &b);
+  CollectSides(base, b, &a, &order);
+  CollectSides(next, a, &b, &order);
 
   // Run-to-run noise: per metric the sd of the base runs' log medians; the
   // median of those over all metrics floors each (a few runs give a rough
@@ -323,54 +388,11 @@ std::vector<MetricComparison> CompareResults(
     const auto base_logs = Values(m.base_run_logs);
     const auto new_logs = Values(m.new_run_logs);
     if (base_logs.size() >= 3 && !new_logs.empty()) {
-      // Run level: the new runs' mean log median against the base runs'.
-      const double sd = std::max(run_sd[key], pooled_sd);
-      const double d = Mean(new_logs) - Mean(base_logs);
-      const double noise =
-          sd * std::sqrt(1.0 / static_cast<double>(new_logs.size()) +
-                         1.0 / static_cast<double>(base_logs.size()));
-      m.run_noise = sd;
-      m.change = std::exp(d) - 1;
-      // A prediction interval: the sd comes from the base runs, so
-      // Student's t with (runs - 1) degrees of freedom, not the normal.
-      const int df = static_cast<int>(base_logs.size()) - 1;
-      const double t95 = StudentCritical(0.05, df);
-      m.ci_low = std::exp(d - t95 * noise) - 1;
-      m.ci_high = std::exp(d + t95 * noise) - 1;
-      m.p_value = noise > 0 ? StudentTail(d / noise, df) : (d == 0 ? 1.0 : 0.0);
-      if (std::abs(m.change) >= o.threshold && m.p_value < o.alpha) {
-        m.verdict = d > 0 ? Verdict::kWorse : Verdict::kBetter;
-      }
+      JudgeRuns(base_logs, new_logs, std::max(run_sd[key], pooled_sd), o, &m);
       out.push_back(m);
       continue;
     }
-    // Percentile bootstrap of the change of medians.
-    std::vector<double> changes;
-    changes.reserve(o.bootstrap);
-    std::vector<double> ra(xa.size()), rb(xb.size());
-    std::uniform_int_distribution<size_t> pick_a(0, xa.size() - 1),
-        pick_b(0, xb.size() - 1);
-    for (int i = 0; i < o.bootstrap; ++i) {
-      for (double& v : ra) v = xa[pick_a(rng)];
-      for (double& v : rb) v = xb[pick_b(rng)];
-      const double ma = Median(ra);
-      if (ma > 0) changes.push_back(Median(rb) / ma - 1);
-    }
-    if (!changes.empty()) {
-      std::sort(changes.begin(), changes.end());
-      auto at = [&](double q) {
-        return changes[std::min(changes.size() - 1,
-                                static_cast<size_t>(q * changes.size()))];
-      };
-      m.ci_low = at(0.025);
-      m.ci_high = at(0.975);
-    }
-    const bool few = xa.size() < 3 || xb.size() < 3;
-    if (few) m.note = "fewer than 3 samples on a side: no test";
-    if (!few && m.p_value < o.alpha && std::abs(m.change) >= o.threshold) {
-      if (m.change > 0 && m.ci_low > 0) m.verdict = Verdict::kWorse;
-      if (m.change < 0 && m.ci_high < 0) m.verdict = Verdict::kBetter;
-    }
+    JudgeSamples(xa, xb, o, &rng, &m);
     out.push_back(m);
   }
   return out;
