@@ -69,6 +69,9 @@ class SlowMemberSearch {
   void Plan();  // queue the next phase's tests
   // The first good member not in `avoid` (its first entry: the member to
   // be tested, never paired with itself).
+  void EndPairs();
+  void EndSplits();
+  void EndConfirmations();
   int GoodPartner(std::initializer_list<int> avoid) const;
   // The first-round GB/s of suspect pair `suspect`.
   double PairGbps(size_t suspect) const;
