@@ -324,6 +324,126 @@ std::string PointLabel(const v1::Case& c) {
              : FormatBytes(c.size_bytes());
 }
 
+// A pair pattern's results: a source x destination heatmap (repeated runs:
+// each cell's median; a failed run marks its cell).
+void PairHeatmap(const std::string& title,
+                 const std::vector<const v1::Result*>& v,
+                 std::vector<Figure>* figures) {
+  int n = 0;
+  bool any_ok = false;
+  for (const v1::Result* r : v) {
+    n = std::max(n, r->nranks());
+    any_ok = any_ok || r->status() == v1::OK;
+  }
+  if (!any_ok) return;
+  Heatmap map;
+  map.title = title;
+  map.unit = BenchUnit(v.front()->case_());
+  map.row_label = "rank";
+  map.col_label = "rank";
+  map.cells.assign(n, std::vector<double>(n, kNaN));
+  std::vector<std::vector<std::string>> rows(n);
+  for (int i = 0; i < n; ++i) {
+    map.row_names.push_back(std::to_string(i));
+    map.col_names.push_back(std::to_string(i));
+    rows[i].push_back(std::to_string(i));
+    rows[i].resize(n + 1);
+  }
+  // Repeated runs: a cell shows the median of its runs; a failed run
+  // marks it (as the text matrices do).
+  std::map<std::pair<int, int>, std::vector<double>> values;
+  std::set<std::pair<int, int>> failed, skipped;
+  for (const v1::Result* r : v) {
+    const int a = r->case_().src_rank(), b = r->case_().dst_rank();
+    if (a < 0 || b < 0 || a >= n || b >= n) continue;
+    if (r->status() == v1::OK) {
+      values[{a, b}].push_back(BenchValue(*r));
+    } else {
+      (r->status() == v1::SKIPPED ? skipped : failed).insert({a, b});
+    }
+  }
+  for (const auto& [ab, runs] : values) {
+    if (failed.count(ab)) continue;
+    map.cells[ab.first][ab.second] = Median(runs);
+    rows[ab.first][ab.second + 1] = Num(Median(runs));
+  }
+  for (const auto& [a, b] : skipped)
+    if (!values.count({a, b})) rows[a][b + 1] = "n/a";
+  for (const auto& [a, b] : failed) rows[a][b + 1] = "FAIL";
+  std::vector<std::string> header = {"src \\ dst"};
+  for (int i = 0; i < n; ++i) header.push_back(std::to_string(i));
+  Figure f = FigureOf(map);
+  f.caption = "Rows: source rank; columns: destination rank (" + map.unit +
+              "). nvbandwidth's semantics (docs/metrics.md).";
+  f.table = Table(header, rows);
+  figures->push_back(std::move(f));
+}
+
+// A per-rank pattern's results: bars per size (or GEMM shape), one series
+// per rank that moved data, or the ranks together.
+void RankBars(const std::string& title, const std::vector<const v1::Result*>& v,
+              std::vector<Figure>* figures) {
+  // Per-rank patterns: categories are the sizes (or GEMM shapes), one
+  // series per rank that moved data (or the aggregate when none did).
+  std::vector<std::string> cats;
+  std::map<std::string, size_t> cat_index;
+  for (const v1::Result* r : v) {
+    if (r->status() != v1::OK) continue;
+    std::string p = PointLabel(r->case_());
+    if (!cat_index.count(p)) {
+      cat_index[p] = cats.size();
+      cats.push_back(p);
+    }
+  }
+  if (cats.empty()) return;
+  BarPlot plot;
+  plot.title = title;
+  const std::string unit = BenchUnit(v.front()->case_());
+  plot.y_label = unit;
+  plot.categories = cats;
+  // One series per rank for one-rank-at-a-time patterns, else one for
+  // the ranks together.
+  std::vector<std::string> names;
+  std::map<std::string, BarSeries> by_name;
+  // Repeated runs: each bar is the median of its runs (the table lists
+  // every run).
+  std::map<std::pair<std::string, size_t>, std::vector<double>> runs;
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::Result* r : v) {
+    if (r->status() != v1::OK) continue;
+    const v1::Case& c = r->case_();
+    std::string name = r->nranks() > 1 ? "all ranks" : "value";
+    if (r->nranks() > 1 &&
+        (c.pattern() == v1::ONE_RANK || c.pattern() == v1::ONE_TO_ALL))
+      name = absl::StrFormat("rank %d", c.src_rank());
+    if (r->nranks() > 1 && c.pattern() == v1::ALL_TO_ONE)
+      name = absl::StrFormat("to rank %d", c.dst_rank());
+    auto [it, fresh] = by_name.try_emplace(name);
+    if (fresh) {
+      names.push_back(name);
+      it->second.name = name;
+      it->second.values.assign(cats.size(), kNaN);
+    }
+    const size_t ci = cat_index[PointLabel(c)];
+    runs[{name, ci}].push_back(BenchValue(*r));
+    it->second.values[ci] = Median(runs[{name, ci}]);
+    std::vector<std::string> per_rank;
+    for (double b : r->rank_bandwidth_gbps())
+      per_rank.push_back(b > 0 ? Num(b) : "-");
+    rows.push_back({cats[ci], name, Num(BenchValue(*r)), r->path(),
+                    r->pct_of_ceiling() > 0
+                        ? absl::StrFormat("%.1f%%", r->pct_of_ceiling())
+                        : "",
+                    absl::StrJoin(per_rank, " ")});
+  }
+  for (const auto& name : names) plot.series.push_back(by_name[name]);
+  Figure f = FigureOf(plot);
+  f.caption = title + " (" + unit + ")";
+  f.table = Table(
+      {"size", "ranks", unit, "path", "% of ceiling", "per rank (GB/s)"}, rows);
+  figures->push_back(std::move(f));
+}
+
 void NodeBenches(const std::vector<v1::Result>& results,
                  std::vector<Figure>* figures) {
   // Pair patterns: one heatmap per configuration and size.
@@ -349,120 +469,8 @@ void NodeBenches(const std::vector<v1::Result>& results,
       others[title].push_back(&r);
     }
   }
-  for (const auto& title : order) {
-    const auto& v = pairs[title];
-    int n = 0;
-    bool any_ok = false;
-    for (const v1::Result* r : v) {
-      n = std::max(n, r->nranks());
-      any_ok = any_ok || r->status() == v1::OK;
-    }
-    if (!any_ok) continue;
-    Heatmap map;
-    map.title = title;
-    map.unit = BenchUnit(v.front()->case_());
-    map.row_label = "rank";
-    map.col_label = "rank";
-    map.cells.assign(n, std::vector<double>(n, kNaN));
-    std::vector<std::vector<std::string>> rows(n);
-    for (int i = 0; i < n; ++i) {
-      map.row_names.push_back(std::to_string(i));
-      map.col_names.push_back(std::to_string(i));
-      rows[i].push_back(std::to_string(i));
-      rows[i].resize(n + 1);
-    }
-    // Repeated runs: a cell shows the median of its runs; a failed run
-    // marks it (as the text matrices do).
-    std::map<std::pair<int, int>, std::vector<double>> values;
-    std::set<std::pair<int, int>> failed, skipped;
-    for (const v1::Result* r : v) {
-      const int a = r->case_().src_rank(), b = r->case_().dst_rank();
-      if (a < 0 || b < 0 || a >= n || b >= n) continue;
-      if (r->status() == v1::OK) {
-        values[{a, b}].push_back(BenchValue(*r));
-      } else {
-        (r->status() == v1::SKIPPED ? skipped : failed).insert({a, b});
-      }
-    }
-    for (const auto& [ab, runs] : values) {
-      if (failed.count(ab)) continue;
-      map.cells[ab.first][ab.second] = Median(runs);
-      rows[ab.first][ab.second + 1] = Num(Median(runs));
-    }
-    for (const auto& [a, b] : skipped)
-      if (!values.count({a, b})) rows[a][b + 1] = "n/a";
-    for (const auto& [a, b] : failed) rows[a][b + 1] = "FAIL";
-    std::vector<std::string> header = {"src \\ dst"};
-    for (int i = 0; i < n; ++i) header.push_back(std::to_string(i));
-    Figure f = FigureOf(map);
-    f.caption = "Rows: source rank; columns: destination rank (" + map.unit +
-                "). nvbandwidth's semantics (docs/metrics.md).";
-    f.table = Table(header, rows);
-    figures->push_back(std::move(f));
-  }
-  for (const auto& title : other_order) {
-    const auto& v = others[title];
-    // Per-rank patterns: categories are the sizes (or GEMM shapes), one
-    // series per rank that moved data (or the aggregate when none did).
-    std::vector<std::string> cats;
-    std::map<std::string, size_t> cat_index;
-    for (const v1::Result* r : v) {
-      if (r->status() != v1::OK) continue;
-      std::string p = PointLabel(r->case_());
-      if (!cat_index.count(p)) {
-        cat_index[p] = cats.size();
-        cats.push_back(p);
-      }
-    }
-    if (cats.empty()) continue;
-    BarPlot plot;
-    plot.title = title;
-    const std::string unit = BenchUnit(v.front()->case_());
-    plot.y_label = unit;
-    plot.categories = cats;
-    // One series per rank for one-rank-at-a-time patterns, else one for
-    // the ranks together.
-    std::vector<std::string> names;
-    std::map<std::string, BarSeries> by_name;
-    // Repeated runs: each bar is the median of its runs (the table lists
-    // every run).
-    std::map<std::pair<std::string, size_t>, std::vector<double>> runs;
-    std::vector<std::vector<std::string>> rows;
-    for (const v1::Result* r : v) {
-      if (r->status() != v1::OK) continue;
-      const v1::Case& c = r->case_();
-      std::string name = r->nranks() > 1 ? "all ranks" : "value";
-      if (r->nranks() > 1 &&
-          (c.pattern() == v1::ONE_RANK || c.pattern() == v1::ONE_TO_ALL))
-        name = absl::StrFormat("rank %d", c.src_rank());
-      if (r->nranks() > 1 && c.pattern() == v1::ALL_TO_ONE)
-        name = absl::StrFormat("to rank %d", c.dst_rank());
-      auto [it, fresh] = by_name.try_emplace(name);
-      if (fresh) {
-        names.push_back(name);
-        it->second.name = name;
-        it->second.values.assign(cats.size(), kNaN);
-      }
-      const size_t ci = cat_index[PointLabel(c)];
-      runs[{name, ci}].push_back(BenchValue(*r));
-      it->second.values[ci] = Median(runs[{name, ci}]);
-      std::vector<std::string> per_rank;
-      for (double b : r->rank_bandwidth_gbps())
-        per_rank.push_back(b > 0 ? Num(b) : "-");
-      rows.push_back({cats[ci], name, Num(BenchValue(*r)), r->path(),
-                      r->pct_of_ceiling() > 0
-                          ? absl::StrFormat("%.1f%%", r->pct_of_ceiling())
-                          : "",
-                      absl::StrJoin(per_rank, " ")});
-    }
-    for (const auto& name : names) plot.series.push_back(by_name[name]);
-    Figure f = FigureOf(plot);
-    f.caption = title + " (" + unit + ")";
-    f.table = Table(
-        {"size", "ranks", unit, "path", "% of ceiling", "per rank (GB/s)"},
-        rows);
-    figures->push_back(std::move(f));
-  }
+  for (const auto& title : order) PairHeatmap(title, pairs[title], figures);
+  for (const auto& title : other_order) RankBars(title, others[title], figures);
 }
 
 // ------------------------------------------------------------ training
