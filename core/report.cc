@@ -416,31 +416,47 @@ std::vector<const v1::Result*> MedianTrainRuns(
   return out;
 }
 
-std::string RenderTrainScaling(const std::vector<v1::Result>& all) {
-  std::pair<size_t, size_t> runs;
-  const std::vector<const v1::Result*> results = MedianTrainRuns(all, &runs);
-  const std::string repeated =
-      runs.second <= 1 ? ""
-      : runs.first == runs.second
-          ? absl::StrFormat("; the median of %d runs", runs.second)
-          : absl::StrFormat("; the median of %d-%d runs", runs.first,
-                            runs.second);
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<const v1::Result*>> rows;
-  for (const v1::Result* p : results) {
-    const v1::Result& r = *p;
-    const v1::Case& c = r.case_();
-    if (r.status() != v1::OK) continue;
-    std::string key = absl::StrFormat("%s: %s", c.spec_name(), BenchLabel(c));
-    if (!c.variant().empty()) key += ", variant " + c.variant();
-    if (!rows.count(key)) order.push_back(key);
-    rows[key].push_back(&r);
-  }
-  if (order.empty()) return "";
+namespace {
+
+// One scaling table: the rows of one case over its rank counts.
+std::string TrainScalingTable(const std::string& key,
+                              std::vector<const v1::Result*> v,
+                              const std::string& repeated) {
   std::string out;
-  // Batch and precision sweeps: the best-throughput point per case, mode
-  // and rank count; per precision, the largest batch that ran and the
-  // smallest that ran out of memory.
+  std::sort(v.begin(), v.end(), [](const v1::Result* a, const v1::Result* b) {
+    return a->nranks() < b->nranks();
+  });
+  const bool strong = v.front()->case_().train().strong();
+  const double t1 =
+      v.front()->nranks() == 1 ? v.front()->stats().median_s() : 0;
+  out += absl::StrFormat("# scaling (%s): %s%s\n",
+                         strong ? "strong, E = T1/(n*Tn)" : "weak, E = T1/Tn",
+                         key, repeated);
+  out += absl::StrFormat("#%5s %10s %8s %10s %10s %10s %8s %11s\n", "ranks",
+                         "step (ms)", "E", "compute", "exposed", "skew",
+                         "sum/step", "samples/s");
+  for (const v1::Result* r : v) {
+    const double tn = r->stats().median_s();
+    const v1::TrainFigures& t = r->train();
+    double e =
+        t1 > 0 ? (strong ? StrongEfficiencyOf(t1, tn, r->nranks()) : t1 / tn)
+               : 0;
+    double sum = t.compute_s() + t.exposed_comm_s() + t.skew_s();
+    out += absl::StrFormat(
+        " %5d %10.3f %8s %10.3f %10.3f %10.3f %8.3f %11.1f\n", r->nranks(),
+        tn * 1e3, e > 0 ? absl::StrFormat("%.3f", e) : std::string("-"),
+        t.compute_s() * 1e3, t.exposed_comm_s() * 1e3, t.skew_s() * 1e3,
+        t.step_of_breakdown_s() > 0 ? sum / t.step_of_breakdown_s() : 0,
+        t.samples_per_s());
+  }
+  return out;
+}
+
+// Batch and precision sweeps: the best-throughput point per case, mode and
+// rank count; per precision, the largest batch that ran and the smallest
+// that ran out of memory.
+std::string TrainSweepLines(const std::vector<const v1::Result*>& results) {
+  std::string out;
   auto sweep_key = [](const v1::Result& r) {
     const v1::Case& c = r.case_();
     return absl::StrFormat("%s (%s, %d rank%s)", c.spec_name(),
@@ -478,35 +494,6 @@ std::string RenderTrainScaling(const std::vector<v1::Result>& all) {
         r.train().samples_per_s() > best[k]->train().samples_per_s())
       best[k] = &r;
   }
-  for (const auto& key : order) {
-    auto& v = rows[key];
-    std::sort(v.begin(), v.end(), [](const v1::Result* a, const v1::Result* b) {
-      return a->nranks() < b->nranks();
-    });
-    const bool strong = v.front()->case_().train().strong();
-    const double t1 =
-        v.front()->nranks() == 1 ? v.front()->stats().median_s() : 0;
-    out += absl::StrFormat("# scaling (%s): %s%s\n",
-                           strong ? "strong, E = T1/(n*Tn)" : "weak, E = T1/Tn",
-                           key, repeated);
-    out += absl::StrFormat("#%5s %10s %8s %10s %10s %10s %8s %11s\n", "ranks",
-                           "step (ms)", "E", "compute", "exposed", "skew",
-                           "sum/step", "samples/s");
-    for (const v1::Result* r : v) {
-      const double tn = r->stats().median_s();
-      const v1::TrainFigures& t = r->train();
-      double e =
-          t1 > 0 ? (strong ? StrongEfficiencyOf(t1, tn, r->nranks()) : t1 / tn)
-                 : 0;
-      double sum = t.compute_s() + t.exposed_comm_s() + t.skew_s();
-      out += absl::StrFormat(
-          " %5d %10.3f %8s %10.3f %10.3f %10.3f %8.3f %11.1f\n", r->nranks(),
-          tn * 1e3, e > 0 ? absl::StrFormat("%.3f", e) : std::string("-"),
-          t.compute_s() * 1e3, t.exposed_comm_s() * 1e3, t.skew_s() * 1e3,
-          t.step_of_breakdown_s() > 0 ? sum / t.step_of_breakdown_s() : 0,
-          t.samples_per_s());
-    }
-  }
   for (const auto& k : best_order) {
     const v1::Result* r = best[k];
     out += absl::StrFormat(
@@ -523,9 +510,15 @@ std::string RenderTrainScaling(const std::vector<v1::Result>& all) {
         "# memory %s: batch %s ran, batch %d ran out of memory\n", k,
         f.ran > 0 ? absl::StrFormat("%d", f.ran) : std::string("none"), f.out);
   }
-  // Gradient entries exactly zero after the last step: underflow (float16
-  // without a large enough loss scale). Backward then multiplies zeros,
-  // which draws less power and runs faster than training does.
+  return out;
+}
+
+// Gradient entries exactly zero after the last step: underflow (float16
+// without a large enough loss scale). Backward then multiplies zeros, which
+// draws less power and runs faster than training does.
+std::string GradientUnderflowLines(
+    const std::vector<const v1::Result*>& results) {
+  std::string out;
   for (const v1::Result* p : results) {
     const v1::Result& r = *p;
     const double z = r.train().grad_zero_fraction();
@@ -547,6 +540,37 @@ std::string RenderTrainScaling(const std::vector<v1::Result>& all) {
               "than training; left out of the best throughput"
             : "");
   }
+  return out;
+}
+
+}  // namespace
+
+std::string RenderTrainScaling(const std::vector<v1::Result>& all) {
+  std::pair<size_t, size_t> runs;
+  const std::vector<const v1::Result*> results = MedianTrainRuns(all, &runs);
+  const std::string repeated =
+      runs.second <= 1 ? ""
+      : runs.first == runs.second
+          ? absl::StrFormat("; the median of %d runs", runs.second)
+          : absl::StrFormat("; the median of %d-%d runs", runs.first,
+                            runs.second);
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const v1::Result*>> rows;
+  for (const v1::Result* p : results) {
+    const v1::Result& r = *p;
+    const v1::Case& c = r.case_();
+    if (r.status() != v1::OK) continue;
+    std::string key = absl::StrFormat("%s: %s", c.spec_name(), BenchLabel(c));
+    if (!c.variant().empty()) key += ", variant " + c.variant();
+    if (!rows.count(key)) order.push_back(key);
+    rows[key].push_back(&r);
+  }
+  if (order.empty()) return "";
+  std::string out;
+  for (const auto& key : order)
+    out += TrainScalingTable(key, rows[key], repeated);
+  out += TrainSweepLines(results);
+  out += GradientUnderflowLines(results);
   return out;
 }
 
