@@ -1,6 +1,7 @@
 #include "coordinator/job_manager.h"
 
 #include <algorithm>
+#include <chrono>
 #include <random>
 
 #include "absl/strings/str_format.h"
@@ -112,7 +113,7 @@ absl::StatusOr<v1::Job> JobManager::CreateJob(v1::Job spec, bool* duplicate) {
   a->set_state(v1::JOB_QUEUED);
   std::string job_id;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!job.request_id().empty()) {
       // The same request again: its job, once that is durable.
       while (true) {
@@ -138,7 +139,7 @@ absl::StatusOr<v1::Job> JobManager::CreateJob(v1::Job spec, bool* duplicate) {
   }
   // Stored outside the lock: concurrent submissions share one commit.
   absl::Status stored = Persist(job);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!stored.ok()) {
     jobs_.erase(job_id);
     if (!job.request_id().empty()) requests_.erase(request);
@@ -173,7 +174,7 @@ void JobManager::Adopt(const v1::Job& job) {
     if (auto n = store_->CountResults(job.job_id(), job.attempt()); n.ok())
       record.job.set_results_received(*n);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   record.order = next_order_++;
   if (!job.request_id().empty())
     requests_[{job.user(), job.request_id()}] = job.job_id();
@@ -182,7 +183,7 @@ void JobManager::Adopt(const v1::Job& job) {
 
 absl::StatusOr<v1::RegisterResponse> JobManager::Register(
     const v1::RegisterRequest& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   JobRecord* rec = Find(req.job_id());
   if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
   if (TerminalState(rec->job.state())) {
@@ -226,7 +227,7 @@ absl::StatusOr<v1::RegisterResponse> JobManager::Register(
 
 absl::StatusOr<v1::RendezvousResponse> JobManager::Rendezvous(
     const v1::RendezvousRequest& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   JobRecord* rec = Find(req.job_id());
   if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
   if (TerminalState(rec->job.state())) {
@@ -277,7 +278,7 @@ absl::StatusOr<v1::RendezvousResponse> JobManager::Rendezvous(
 
 absl::StatusOr<v1::HeartbeatResponse> JobManager::Heartbeat(
     const v1::HeartbeatRequest& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   JobRecord* rec = Find(req.job_id());
   if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
   RM_RETURN_IF_ERROR(CheckRank(rec->job, req.rank()));
@@ -310,7 +311,7 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
     const v1::ReportResultsRequest& req) {
   std::vector<v1::Result> results;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     JobRecord* rec = Find(req.job_id());
     if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
     RM_RETURN_IF_ERROR(CheckRank(rec->job, req.rank()));
@@ -353,7 +354,7 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
   auto counts = store_->InsertReport(results, req.rank(),
                                      req.final() ? &final_mark : nullptr);
   if (!counts.ok()) return counts.status();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   JobRecord* rec = Find(req.job_id());
   if (rec) {
     rec->job.set_results_received(rec->job.results_received() +
@@ -403,7 +404,7 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
 
 absl::StatusOr<v1::Job> JobManager::GetJob(const std::string& job_id) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (JobRecord* rec = Find(job_id)) return rec->job;
   }
   return store_->GetJob(job_id);
@@ -418,7 +419,7 @@ absl::StatusOr<std::vector<v1::Result>> JobManager::QueryResults(
 std::vector<v1::Job> JobManager::ListJobs(
     const std::vector<v1::JobState>& states, const std::string& user,
     int limit) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<const JobRecord*> recs;
   for (const auto& [id, rec] : jobs_) {
     if (!rec.durable) continue;
@@ -441,7 +442,7 @@ std::vector<v1::Job> JobManager::ListJobs(
 
 bool JobManager::Finish(const std::string& job_id, v1::JobState state,
                         const v1::Failure& failure) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   JobRecord* rec = Find(job_id);
   if (!rec || TerminalState(rec->job.state())) return false;
   rec->job.set_state(state);
@@ -468,7 +469,7 @@ bool JobManager::Finish(const std::string& job_id, v1::JobState state,
 
 absl::Status JobManager::MarkLaunching(const std::string& job_id,
                                        int launcher_sid, int64_t slurm_job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   JobRecord* rec = Find(job_id);
   if (!rec) return absl::NotFoundError("unknown job " + job_id);
   if (TerminalState(rec->job.state()))
@@ -489,7 +490,7 @@ absl::Status JobManager::MarkLaunching(const std::string& job_id,
 
 absl::Status JobManager::Requeue(const std::string& job_id,
                                  const v1::Failure& failure) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   JobRecord* rec = Find(job_id);
   if (!rec) return absl::NotFoundError("unknown job " + job_id);
   if (TerminalState(rec->job.state()))
@@ -513,7 +514,7 @@ absl::Status JobManager::Requeue(const std::string& job_id,
 }
 
 absl::Status JobManager::RequestCancel(const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   JobRecord* rec = Find(job_id);
   if (!rec) return absl::NotFoundError("unknown job " + job_id);
   if (TerminalState(rec->job.state())) {
@@ -526,13 +527,13 @@ absl::Status JobManager::RequestCancel(const std::string& job_id) {
 }
 
 std::vector<RankStatus> JobManager::Ranks(const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   JobRecord* rec = Find(job_id);
   return rec ? rec->ranks : std::vector<RankStatus>{};
 }
 
 absl::StatusOr<JobSnapshot> JobManager::Snapshot(const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   JobRecord* rec = Find(job_id);
   if (!rec) return absl::NotFoundError("unknown job " + job_id);
   JobSnapshot s;
@@ -547,7 +548,7 @@ absl::StatusOr<JobSnapshot> JobManager::Snapshot(const std::string& job_id) {
 }
 
 std::vector<std::string> JobManager::JobsInState(v1::JobState state) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::pair<uint64_t, std::string>> found;
   for (const auto& [id, rec] : jobs_) {
     if (rec.durable && rec.job.state() == state)
@@ -560,13 +561,13 @@ std::vector<std::string> JobManager::JobsInState(v1::JobState state) {
 }
 
 std::string JobManager::WorkerToken(const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   JobRecord* rec = Find(job_id);
   return rec ? rec->job.worker_token() : std::string();
 }
 
 int JobManager::CountUnfinished(const std::string& user) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   int n = 0;
   for (const auto& [id, rec] : jobs_) {
     n += rec.job.user() == user && !TerminalState(rec.job.state());
@@ -576,7 +577,7 @@ int JobManager::CountUnfinished(const std::string& user) {
 
 std::optional<v1::Job> JobManager::FindRequest(const std::string& user,
                                                const std::string& request_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = requests_.find({user, request_id});
   if (it == requests_.end()) return std::nullopt;
   JobRecord* rec = Find(it->second);
@@ -585,7 +586,7 @@ std::optional<v1::Job> JobManager::FindRequest(const std::string& user,
 }
 
 bool JobManager::IsWorkerToken(const std::string& token) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& [id, rec] : jobs_) {
     if (!token.empty() && rec.job.worker_token() == token) return true;
   }
@@ -593,9 +594,12 @@ bool JobManager::IsWorkerToken(const std::string& token) {
 }
 
 std::optional<JobEvent> JobManager::NextEvent(absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  events_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-                      [this] { return !events_.empty(); });
+  MutexLock lock(&mu_);
+  const auto deadline =
+      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
+  while (events_.empty()) {
+    if (events_cv_.wait_until(lock, deadline) == std::cv_status::timeout) break;
+  }
   if (events_.empty()) return std::nullopt;
   JobEvent ev = std::move(events_.front());
   events_.pop_front();

@@ -3,9 +3,8 @@
 // The gRPC server (server.h) is a thin adapter over this class; the
 // embedded coordinator of `ringmaster run` reads its event queue for the
 // console, `ringmaster serve` (service.h) schedules its jobs, and both
-// follow a job through a JobSupervisor (supervisor.h). Thread-safe. (std::mutex
-// rather than absl::Mutex: Debian's Abseil is not built for ThreadSanitizer,
-// which then cannot see its locks.)
+// follow a job through a JobSupervisor (supervisor.h). Thread-safe: one
+// lock (core/mutex.h) guards the jobs and the event queue.
 #ifndef RINGMASTER_COORDINATOR_JOB_MANAGER_H_
 #define RINGMASTER_COORDINATOR_JOB_MANAGER_H_
 
@@ -21,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/mutex.h"
 #include "coordinator/store.h"
 #include "ringmaster/v1/coordinator.pb.h"
 
@@ -164,22 +164,24 @@ class JobManager {
     bool durable = true;  // false while its first write is in flight
     v1::Case last_case;   // of the latest stored result
   };
-  void ResetRanks(JobRecord* rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Touches only `rec` (not yet, or still, in jobs_ under the caller's lock).
+  static void ResetRanks(JobRecord* rec);
   JobRecord* Find(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Push(JobEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Persist(const v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The store has its own locks: called with or without mu_.
+  absl::Status Persist(const v1::Job& job);
 
   Store* store_;
   Options options_;
-  std::mutex mu_;
+  Mutex mu_;
   std::map<std::string, JobRecord> jobs_ ABSL_GUARDED_BY(mu_);
   // (user, request id) -> job id.
   std::map<std::pair<std::string, std::string>, std::string> requests_
       ABSL_GUARDED_BY(mu_);
   uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<JobEvent> events_ ABSL_GUARDED_BY(mu_);
-  std::condition_variable events_cv_;
-  std::condition_variable durable_cv_;
+  std::condition_variable_any events_cv_;
+  std::condition_variable_any durable_cv_;
 };
 
 // "YYYYmmdd-HHMMSS-xxxxxx" (UTC time plus random hex).

@@ -243,7 +243,7 @@ absl::StatusOr<v1::SubmitPlanResponse> CoordinatorService::Submit(
   // Admission before any expensive work, so a full queue answers at once.
   // A slot is reserved until the job is stored (or the plan rejected).
   {
-    std::lock_guard<std::mutex> admission(submit_mu_);
+    MutexLock admission(&submit_mu_);
     const int queued =
         static_cast<int>(manager_->JobsInState(v1::JOB_QUEUED).size()) +
         reserved_;
@@ -265,7 +265,7 @@ absl::StatusOr<v1::SubmitPlanResponse> CoordinatorService::Submit(
     CoordinatorService* svc;
     std::string user;
     ~Release() {
-      std::lock_guard<std::mutex> admission(svc->submit_mu_);
+      MutexLock admission(&svc->submit_mu_);
       --svc->reserved_;
       if (--svc->reserved_by_user_[user] == 0)
         svc->reserved_by_user_.erase(user);

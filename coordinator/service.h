@@ -24,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "core/mutex.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/server.h"
 #include "coordinator/store.h"
@@ -122,7 +123,7 @@ class CoordinatorService {
   std::unique_ptr<Store> store_;
   std::unique_ptr<JobManager> manager_;
   std::unique_ptr<CoordinatorServer> server_;
-  std::mutex submit_mu_;  // admission is decided one submission at a time
+  Mutex submit_mu_;  // admission is decided one submission at a time
   int reserved_ ABSL_GUARDED_BY(submit_mu_) = 0;  // admitted, not stored yet
   std::map<std::string, int> reserved_by_user_ ABSL_GUARDED_BY(submit_mu_);
   std::mutex mu_;

@@ -45,7 +45,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   }
   sqlite3_busy_timeout(db, 5000);
   std::unique_ptr<Store> store(new Store(db));
-  std::lock_guard<std::mutex> lock(store->mu_);
+  MutexLock lock(&store->mu_);
   const char* setup[] = {
       "PRAGMA journal_mode=WAL",
       "PRAGMA synchronous=FULL",
@@ -83,7 +83,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
 }
 
 Store::~Store() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   sqlite3_close(db_);
 }
 
@@ -100,7 +100,7 @@ absl::Status Store::Exec(const char* sql) {
 
 absl::Status Store::Commit(const std::function<absl::Status()>& work) {
   Work w{&work, absl::OkStatus(), false};
-  std::unique_lock<std::mutex> ql(queue_mu_);
+  MutexLock ql(&queue_mu_);
   queue_.push_back(&w);
   while (!w.done) {
     if (committing_) {
@@ -115,7 +115,7 @@ absl::Status Store::Commit(const std::function<absl::Status()>& work) {
     batch.swap(queue_);
     ql.unlock();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       absl::Status begun = Exec("BEGIN IMMEDIATE");
       if (!begun.ok()) {
         for (Work* b : batch) b->result = begun;
@@ -164,7 +164,7 @@ absl::Status Store::PutJob(const v1::Job& job) {
 }
 
 absl::StatusOr<v1::Job> Store::GetJob(const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Statement st(db_, "SELECT job FROM jobs WHERE job_id = ?");
   if (!st.ok()) return SqlError(db_, "prepare GetJob");
   sqlite3_bind_text(st.get(), 1, job_id.c_str(), -1, SQLITE_TRANSIENT);
@@ -242,7 +242,7 @@ absl::StatusOr<Store::InsertCounts> Store::InsertReport(
 
 absl::StatusOr<std::vector<Store::RankFinal>> Store::RankFinals(
     const std::string& job_id, int attempt) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Statement st(db_,
                "SELECT rank, failure FROM rank_finals WHERE job_id = ? AND "
                "attempt = ? ORDER BY rank");
@@ -266,7 +266,7 @@ absl::StatusOr<std::vector<Store::RankFinal>> Store::RankFinals(
 
 absl::StatusOr<int64_t> Store::CountResults(const std::string& job_id,
                                             int attempt) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Statement st(db_,
                "SELECT COUNT(*) FROM results WHERE job_id = ? AND attempt = ?");
   if (!st.ok()) return SqlError(db_, "prepare CountResults");
@@ -278,7 +278,7 @@ absl::StatusOr<int64_t> Store::CountResults(const std::string& job_id,
 }
 
 absl::StatusOr<std::vector<v1::Job>> Store::AllJobs() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Statement st(db_, "SELECT job FROM jobs ORDER BY job_id");
   if (!st.ok()) return SqlError(db_, "prepare AllJobs");
   std::vector<v1::Job> out;
@@ -296,7 +296,7 @@ absl::StatusOr<std::vector<v1::Job>> Store::AllJobs() {
 }
 
 absl::StatusOr<std::string> Store::QuickCheck() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Statement check(db_, "PRAGMA quick_check");
   if (!check.ok() || sqlite3_step(check.get()) != SQLITE_ROW) {
     return SqlError(db_, "quick_check");
@@ -308,7 +308,7 @@ absl::StatusOr<std::string> Store::QuickCheck() {
 absl::StatusOr<std::vector<v1::Result>> Store::Results(
     const std::string& job_id, int64_t after_seq, int limit, v1::Status status,
     int attempt) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Statement st(db_,
                "SELECT result FROM results WHERE job_id = ? AND seq > ?"
                " AND (? = 0 OR status = ?) AND (? = 0 OR attempt = ?)"

@@ -18,6 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "core/mutex.h"
 #include "ringmaster/v1/coordinator.pb.h"
 #include "ringmaster/v1/result.pb.h"
 
@@ -90,12 +91,12 @@ class Store {
     absl::Status result;
     bool done = false;
   };
-  std::mutex queue_mu_;
-  std::condition_variable queue_cv_;
+  Mutex queue_mu_;
+  std::condition_variable_any queue_cv_;
   std::vector<Work*> queue_ ABSL_GUARDED_BY(queue_mu_);
   bool committing_ ABSL_GUARDED_BY(queue_mu_) = false;
 
-  std::mutex mu_;
+  Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
 };
 

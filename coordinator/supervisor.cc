@@ -366,7 +366,7 @@ absl::StatusOr<std::unique_ptr<JobSupervisor>> JobSupervisor::LaunchMpirun(
           }
         }
         if (auto f = ParseMpirunFailureLine(line)) {
-          std::lock_guard<std::mutex> lock(log->mu);
+          MutexLock lock(&log->mu);
           if (!log->rank_failure) log->rank_failure = f;
         }
         if (echo && !line.empty()) std::cerr << "  | " << line << "\n";
@@ -545,7 +545,7 @@ std::optional<Outcome> JobSupervisor::DecideEnd(const JobSnapshot& snap,
       return std::nullopt;
     }
     if (*exit_status_ != 0 || !rank0_final) {
-      std::lock_guard<std::mutex> lock(log_->mu);
+      MutexLock lock(&log_->mu);
       if (log_->rank_failure) {
         return Failed(MakeFailure(v1::WORKER_EXIT, log_->rank_failure->rank,
                                   log_->rank_failure->host,
@@ -711,7 +711,7 @@ int JobSupervisor::Reap(Outcome* outcome) {
     launcher_->Release(outcome->state == v1::JOB_CANCELLED);
   }
   // mpirun's own account of a dead rank is the most precise one.
-  std::lock_guard<std::mutex> lock(log_->mu);
+  MutexLock lock(&log_->mu);
   v1::Failure& f = outcome->failure;
   if (outcome->state == v1::JOB_FAILED && f.reason() == v1::WORKER_EXIT &&
       log_->rank_failure &&

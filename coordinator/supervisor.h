@@ -21,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/mutex.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/k8s.h"
 #include "coordinator/launcher.h"
@@ -161,7 +162,7 @@ class JobSupervisor {
                                      absl::Time newest_progress);
 
   struct Log {
-    std::mutex mu;
+    Mutex mu;
     std::optional<RankFailure> rank_failure ABSL_GUARDED_BY(mu);
   };
 
