@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU machine with .bundle/ carried (bench/make-bundle), and
-# optionally .bundle-base/ (the same script run on an earlier commit, moved
-# aside): every built-in kind one GPU runs (bench/gpu-checks/seams.yaml)
+# optionally .bundle-base/ (the binaries of an earlier commit's build,
+# `FROM_BUILD=DIR DEST=.bundle-base bench/make-bundle`, with .bundle/'s
+# libraries): every built-in kind one GPU runs (bench/gpu-checks/seams.yaml)
 # through the back-end providers, the worker's probe and kind list, and,
 # with a base bundle, both builds in alternating rounds (new, base, new,
 # base) so that each figure's ratio new/base comes from one machine state.
@@ -15,7 +16,7 @@ log() { echo "$*" | tee -a "$out/seams.txt"; }
 nvidia-smi --query-gpu=name,power.limit,clocks.sm --format=csv,noheader | tee -a "$out/seams.txt"
 for b in .bundle .bundle-base; do
   [ -d "$b" ] || continue
-  LD_LIBRARY_PATH=$PWD/$b/lib:/usr/local/cuda/lib64 "$b/bin/ringmaster-worker" probe > "$out/probe$b.json" 2>&1
+  LD_LIBRARY_PATH=$PWD/.bundle/lib:/usr/local/cuda/lib64 "$b/bin/ringmaster-worker" probe > "$out/probe$b.json" 2>&1
   log "$b probe: $(cat "$out/probe$b.json")"
 done
 LD_LIBRARY_PATH=$PWD/.bundle/lib:/usr/local/cuda/lib64 .bundle/bin/ringmaster-worker kinds | tr '\n' ' ' | sed 's/^/kinds: /' | tee -a "$out/seams.txt"
@@ -25,7 +26,7 @@ for round in $(seq "$rounds"); do
     [ -d "$b" ] || continue
     name=${b#.}-r$round
     start=$SECONDS
-    LD_LIBRARY_PATH=$PWD/$b/lib:/usr/local/cuda/lib64 "$b/bin/ringmaster" run \
+    LD_LIBRARY_PATH=$PWD/.bundle/lib:/usr/local/cuda/lib64 "$b/bin/ringmaster" run \
       bench/gpu-checks/seams.yaml --np 1 --out "/tmp/seams-$name" --quiet \
       > "$out/$name.txt" 2> "$out/$name.err"
     code=$?
