@@ -418,6 +418,20 @@ absl::Status PlanParser::ParseLadder(const YAML::Node& node,
   return absl::OkStatus();
 }
 
+absl::Status PlanParser::ParseVerifyAndBackend(const CaseKeys& get,
+                                               v1::CaseSpec* spec) const {
+  std::string f;
+  spec->set_verify(true);
+  if (YAML::Node verify = get("verify", &f)) {
+    RM_ASSIGN_OR_RETURN(bool v, Bool(verify, f));
+    spec->set_verify(v);
+  }
+  if (YAML::Node backend = get("backend", &f)) {
+    RM_RETURN_IF_ERROR(ParseBackendKey(backend, f, spec));
+  }
+  return absl::OkStatus();
+}
+
 bool PlanParser::IsPluginKind(const std::string& name) const {
   return !ParseBench(name) &&
          std::find(limits_.plugin_kinds.begin(), limits_.plugin_kinds.end(),

@@ -68,16 +68,7 @@ absl::Status PlanParser::ParseCollectiveCase(const YAML::Node& node,
     spec.set_root(static_cast<int32_t>(r));
   }
 
-  YAML::Node verify = get("verify", &f);
-  spec.set_verify(true);
-  if (verify) {
-    RM_ASSIGN_OR_RETURN(bool v, Bool(verify, f));
-    spec.set_verify(v);
-  }
-
-  if (YAML::Node backend = get("backend", &f)) {
-    RM_RETURN_IF_ERROR(ParseBackendKey(backend, f, &spec));
-  }
+  RM_RETURN_IF_ERROR(ParseVerifyAndBackend(get, &spec));
 
   YAML::Node timing = get("timing", &f);
   if (timing) {

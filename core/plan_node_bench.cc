@@ -295,14 +295,7 @@ absl::Status PlanParser::ParseOperands(const YAML::Node& node,
 absl::Status PlanParser::ParseBenchCommon(const CaseKeys& get,
                                           v1::CaseSpec* spec) const {
   std::string f;
-  spec->set_verify(true);
-  if (YAML::Node verify = get("verify", &f)) {
-    RM_ASSIGN_OR_RETURN(bool v, Bool(verify, f));
-    spec->set_verify(v);
-  }
-  if (YAML::Node backend = get("backend", &f)) {
-    RM_RETURN_IF_ERROR(ParseBackendKey(backend, f, spec));
-  }
+  RM_RETURN_IF_ERROR(ParseVerifyAndBackend(get, spec));
   // Node benchmarks default to nvbandwidth's sampling: a fixed number of
   // operations per sample behind a held stream, median of the samples.
   *spec->mutable_timing() = DefaultBenchTiming();

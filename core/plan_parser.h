@@ -107,6 +107,10 @@ class PlanParser : public YamlReader {
 
   bool IsPluginKind(const std::string& name) const;
 
+  // `verify` (default true) and `backend`, which every kind's case takes.
+  absl::Status ParseVerifyAndBackend(const CaseKeys& get,
+                                     v1::CaseSpec* spec) const;
+
   static bool NoInPlace(v1::Collective c);
 
   // plan_collective.cc

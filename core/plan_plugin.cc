@@ -53,14 +53,7 @@ absl::Status PlanParser::ParsePluginCase(const YAML::Node& node,
   if (YAML::Node ladder = get("ladder", &f)) {
     RM_RETURN_IF_ERROR(ParseLadder(ladder, f, spec));
   }
-  spec->set_verify(true);
-  if (YAML::Node verify = get("verify", &f)) {
-    RM_ASSIGN_OR_RETURN(bool v, Bool(verify, f));
-    spec->set_verify(v);
-  }
-  if (YAML::Node backend = get("backend", &f)) {
-    RM_RETURN_IF_ERROR(ParseBackendKey(backend, f, spec));
-  }
+  RM_RETURN_IF_ERROR(ParseVerifyAndBackend(get, spec));
   *spec->mutable_timing() = DefaultBenchTiming();
   if (YAML::Node timing = get("timing", &f)) {
     RM_ASSIGN_OR_RETURN(*spec->mutable_timing(),

@@ -1425,5 +1425,59 @@ TEST(ServeRetry, WorkerDeathRetriedMismatchNot) {
   EXPECT_EQ(fb.attempts_size(), 1);
 }
 
+// A plan becomes the same job through `ringmaster run` and through `serve`
+// (SubmitPlan): the cases expanded for the rank count, the rank count's
+// default, the back end and the deadline. `run` runs it on host ranks;
+// `serve --launcher external` only stores it; both stores are compared.
+TEST(PlanToJob, RunAndSubmitExpandThePlanAlike) {
+  const std::string dir = testing::ScratchDir("plan-to-job");
+  ServeProcess serve(dir + "/serve", {"--launcher", "external"});
+  ASSERT_TRUE(serve.ok()) << serve.output();
+  auto stub = serve.Stub();
+  const std::string src = RINGMASTER_SOURCE_DIR;
+  int compared = 0;
+  // Collectives, node benchmarks expanded per rank pair, a training ladder.
+  for (const std::string plan : {"quickstart", "p2p", "dp-scaling"}) {
+    SCOPED_TRACE(plan);
+    const std::string path = src + "/plans/" + plan + ".yaml";
+    const std::string out = dir + "/run-" + plan;
+    auto run = RunAndCapture(
+        {std::string(RINGMASTER_BIN_DIR) + "/ringmaster", "run", path, "--np",
+         "2", "--backend", "host", "--out", out, "--quiet"},
+        nullptr, absl::Seconds(200));
+    ASSERT_TRUE(run.ok());
+    ASSERT_EQ(run->exit_code, 0) << run->err;
+    auto run_store = Store::Open(out + "/ringmaster.db");
+    ASSERT_TRUE(run_store.ok()) << run_store.status();
+    auto run_jobs = (*run_store)->AllJobs();
+    ASSERT_TRUE(run_jobs.ok());
+    ASSERT_EQ(run_jobs->size(), 1u);
+    const v1::Job* run_job = &run_jobs->front();
+
+    const v1::SubmitPlanResponse submitted =
+        Submit(*stub, serve.admin_token(), SubmitRequest(path, 2));
+    ASSERT_FALSE(submitted.job().job_id().empty());
+    // The response carries the job without its cases: read the stored one.
+    auto serve_store = Store::Open(dir + "/serve/ringmaster.db");
+    ASSERT_TRUE(serve_store.ok()) << serve_store.status();
+    auto stored = (*serve_store)->GetJob(submitted.job().job_id());
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    const v1::Job& served = *stored;
+
+    EXPECT_EQ(served.nranks(), run_job->nranks());
+    EXPECT_EQ(served.backend(), run_job->backend());
+    EXPECT_EQ(served.deadline_s(), run_job->deadline_s());
+    ASSERT_EQ(served.cases_size(), run_job->cases_size());
+    for (int i = 0; i < served.cases_size(); ++i) {
+      EXPECT_EQ(served.cases(i).SerializeAsString(),
+                run_job->cases(i).SerializeAsString())
+          << "case " << i << ": " << served.cases(i).ShortDebugString()
+          << "\nvs " << run_job->cases(i).ShortDebugString();
+    }
+    ++compared;
+  }
+  EXPECT_EQ(compared, 3);
+}
+
 }  // namespace
 }  // namespace ringmaster

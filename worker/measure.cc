@@ -37,6 +37,15 @@ bool AllRanksOk(const absl::Status& local, Control& control, v1::Result* result,
   return true;
 }
 
+WrongCount CountWrong(const std::vector<double>& per_rank) {
+  WrongCount w;
+  for (size_t r = 0; r < per_rank.size(); ++r) {
+    w.total += static_cast<int64_t>(per_rank[r]);
+    if (per_rank[r] > 0 && w.first_bad < 0) w.first_bad = static_cast<int>(r);
+  }
+  return w;
+}
+
 void RecordFailure(const absl::Status& local, Control& control,
                    v1::Result* result, Unsupported unsupported) {
   if (!AllRanksOk(local, control, result, unsupported)) return;

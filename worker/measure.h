@@ -33,6 +33,14 @@ enum class Unsupported {
 bool AllRanksOk(const absl::Status& local, Control& control, v1::Result* result,
                 Unsupported unsupported = Unsupported::kSkipped);
 
+// Every rank's count of wrong elements, summed, and the first rank with any
+// (-1: none).
+struct WrongCount {
+  int64_t total = 0;
+  int first_bad = -1;
+};
+WrongCount CountWrong(const std::vector<double>& per_rank);
+
 // After ranks agreed that a step failed somewhere (an infinite or failed
 // shared value): records the first failing rank's `local` status in
 // `result` (AllRanksOk), or a generic failure if no rank has one.

@@ -124,12 +124,7 @@ bool Verified(CollectiveBackend& backend, Control& control,
   auto per_rank = control.AllGather(static_cast<double>(*wrong));
   if (!AllRanksOk(per_rank.status(), control, result, Unsupported::kFailed))
     return false;
-  int64_t total = 0;
-  int first_bad = -1;
-  for (size_t r = 0; r < per_rank->size(); ++r) {
-    total += static_cast<int64_t>((*per_rank)[r]);
-    if ((*per_rank)[r] > 0 && first_bad < 0) first_bad = static_cast<int>(r);
-  }
+  const auto [total, first_bad] = CountWrong(*per_rank);
   result->set_wrong_elements(total);
   if (total == 0) return true;
   result->set_status(v1::FAILED);

@@ -88,12 +88,7 @@ bool Verified(NodeBench& bench, Control& control, WrongDetail detail,
                   result)) {
     return false;
   }
-  int64_t total = 0;
-  int first_bad = -1;
-  for (size_t r = 0; r < per_rank->size(); ++r) {
-    total += static_cast<int64_t>((*per_rank)[r]);
-    if ((*per_rank)[r] > 0 && first_bad < 0) first_bad = static_cast<int>(r);
-  }
+  const auto [total, first_bad] = CountWrong(*per_rank);
   result->set_wrong_elements(total);
   result->set_rel_error(*err);
   if (total == 0) return true;
