@@ -1,6 +1,7 @@
-// The seam between the bench runner and what measures one node's own paths
-// (issue 4): peer-to-peer copies, latency, host<->device, local memory
-// bandwidth and GEMM, on GPUs (CUDA) or the host (memcpy, MPI, OpenBLAS).
+// What measures one node's own paths for the node-benchmark kinds
+// (worker/kinds/node_bench_kind.h): peer-to-peer copies, latency,
+// host<->device, local memory bandwidth and GEMM, on GPUs (CUDA) or the
+// host (memcpy, MPI, OpenBLAS).
 //
 // Every rank calls every method for every case, in the same order, even
 // ranks that do not move bytes in that case: preparation exchanges buffer

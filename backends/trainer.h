@@ -1,5 +1,6 @@
-// The seam between the training runner and what runs one data-parallel
-// training step (issue 5): host (OpenBLAS + MPI) today, CUDA next.
+// What runs one data-parallel training step for the training kind
+// (worker/kinds/train_mlp.h): host (OpenBLAS + MPI) or CUDA (cuBLASLt +
+// NCCL).
 #ifndef RINGMASTER_BACKENDS_TRAINER_H_
 #define RINGMASTER_BACKENDS_TRAINER_H_
 

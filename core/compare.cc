@@ -8,8 +8,8 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "core/labels.h"
 #include "core/names.h"
-#include "core/report.h"
 #include "core/stats.h"
 #include "core/units.h"
 

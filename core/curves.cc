@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/labels.h"
 #include "core/names.h"
-#include "core/report.h"
 #include "core/stats.h"
 #include "core/units.h"
 

@@ -70,13 +70,6 @@ std::string CsvField(std::string_view s) {
 
 }  // namespace
 
-double RelativeCi(const v1::Stats& s) {
-  if (!s.ci_on_median())
-    return s.mean_s() > 0 ? s.ci95_half_width_s() / s.mean_s() : -1;
-  if (s.median_ci95_high_s() <= 0 || s.median_s() <= 0) return -1;
-  return (s.median_ci95_high_s() - s.median_ci95_low_s()) / 2 / s.median_s();
-}
-
 void ConsoleReporter::Begin(const RunContext& context) {
   out_ << absl::StrFormat("# ringmaster %s | job %s | %d ranks | backend %s\n",
                           context.plan_name, context.job_id, context.nranks,
@@ -224,10 +217,12 @@ void ConsoleReporter::BenchRow(const v1::Result& r) {
       c.pattern() == v1::ONE_RANK || c.pattern() == v1::ALL_RANKS
           ? rank_text(c.src_rank())
           : rank_text(c.src_rank()) + "->" + rank_text(c.dst_rank());
-  std::string what = c.bench() == v1::BENCH_GEMM
-                         ? absl::StrFormat("%dx%dx%d", c.gemm().m(),
-                                           c.gemm().n(), c.gemm().k())
-                         : FormatBytes(c.size_bytes());
+  // A plug-in kind moves no stated bytes: its parameters are in the title.
+  std::string what =
+      c.bench() == v1::BENCH_GEMM ? absl::StrFormat("%dx%dx%d", c.gemm().m(),
+                                                    c.gemm().n(), c.gemm().k())
+      : c.bench() == v1::BENCH_PLUGIN ? std::string("-")
+                                      : FormatBytes(c.size_bytes());
   std::string prefix = absl::StrFormat(" %-9s %11s", ranks, what);
   if (r.status() != v1::OK) {
     out_ << prefix << "  " << NotOkText(r) << "\n";
@@ -574,59 +569,6 @@ std::string RenderTrainScaling(const std::vector<v1::Result>& all) {
   return out;
 }
 
-std::string BenchLabel(const v1::Case& c) {
-  std::vector<std::string> parts = {std::string(BenchName(c.bench()))};
-  if (c.method() != v1::COPY_METHOD_UNSPECIFIED)
-    parts.emplace_back(CopyMethodName(c.method()));
-  switch (c.bench()) {
-    case v1::BENCH_P2P:
-    case v1::BENCH_HOST_DEVICE:
-      parts.emplace_back(CopyDirectionName(c.direction()));
-      parts.emplace_back(c.bidirectional() ? "bidir" : "uni");
-      if (c.bench() == v1::BENCH_HOST_DEVICE)
-        parts.emplace_back(HostMemoryName(c.host_memory()));
-      parts.emplace_back(TransferPatternName(c.pattern()));
-      break;
-    case v1::BENCH_LATENCY:
-      parts.emplace_back(LatencyPathName(c.latency_path()));
-      break;
-    case v1::BENCH_GEMM:
-      parts.emplace_back(DataTypeName(c.dtype()));
-      break;
-    case v1::BENCH_TRAIN: {
-      const v1::TrainSpec& t = c.train();
-      if (t.inference()) {
-        parts.push_back(absl::StrFormat(
-            "L%d H%d B%d%s %s inference", t.layers(), t.hidden(), t.batch(),
-            t.strong() ? " global" : "/rank", DataTypeName(c.dtype())));
-        break;
-      }
-      parts.push_back(absl::StrFormat(
-          "L%d H%d B%d%s %s %s %s, bucket %s%s%s", t.layers(), t.hidden(),
-          t.batch(), t.strong() ? " global" : "/rank", DataTypeName(c.dtype()),
-          t.optimizer(),
-          t.schedule() == "pipelined" ? "pipelined"
-          : t.overlap()               ? "overlap"
-                                      : "no-overlap",
-          FormatBytes(t.bucket_bytes()), t.comm() == "ce" ? ", comm ce" : "",
-          t.schedule() == "pipelined" && t.deferred_layers() > 0
-              ? absl::StrFormat(", %d deferred", t.deferred_layers())
-              : ""));
-      if (t.master_weights() &&
-          (c.dtype() == v1::BFLOAT16 || c.dtype() == v1::FLOAT16))
-        parts.back() += ", fp32 master";
-      if (t.loss_scale() > 0)
-        parts.back() += absl::StrFormat(", loss scale %g", t.loss_scale());
-      if (t.gemm() == "heuristic") parts.back() += ", heuristic GEMMs";
-      break;
-    }
-    default:
-      parts.emplace_back(TransferPatternName(c.pattern()));
-      break;
-  }
-  return absl::StrJoin(parts, " ");
-}
-
 namespace {
 
 // Groups of inter-host pair results: title -> host -> bandwidths.
@@ -740,8 +682,9 @@ std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
   std::map<std::string, Matrix> matrices;
   for (const auto& r : results) {
     const v1::Case& c = r.case_();
+    // Plug-in kinds have no per-rank bandwidth matrix: their table says all.
     if (c.bench() == v1::BENCH_COLLECTIVE || c.bench() == v1::BENCH_TRAIN ||
-        c.pattern() == v1::ALL_RANKS) {
+        c.bench() == v1::BENCH_PLUGIN || c.pattern() == v1::ALL_RANKS) {
       continue;
     }
     std::string point = c.bench() == v1::BENCH_GEMM

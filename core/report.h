@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/labels.h"
 #include "ringmaster/v1/result.pb.h"
 
 namespace ringmaster {
@@ -88,10 +89,6 @@ class CsvReporter : public Reporter {
   std::ostream& out_;
 };
 
-// Relative half-width of the CI the stopping rule used (the mean's unless
-// stats.ci_on_median), or -1 when it is undefined.
-double RelativeCi(const v1::Stats& stats);
-
 // The JSON Lines form of one result (no trailing newline).
 std::string ResultToJson(const v1::Result& result);
 
@@ -141,10 +138,6 @@ std::vector<NodeVerdict> NodeVerdicts(const std::vector<v1::Result>& results,
                                       double slow_ratio = 0.5);
 std::string RenderNodeSummary(const std::vector<v1::Result>& results,
                               double slow_ratio = 0.5);
-
-// One-line description of a node benchmark case's configuration, e.g.
-// "p2p ce write uni pairs" or "gemm bfloat16 8192x8192x8192".
-std::string BenchLabel(const v1::Case& c);
 
 // What follows the per-result tables: with `variants`, the variant
 // comparison; then the busbw curves' shape (core/curves.h), node benchmark

@@ -1,5 +1,5 @@
-// The data-parallel training benchmark's model, data and arithmetic
-// (issue 5), independent of any backend: deterministic inputs and weights,
+// The data-parallel training benchmark's model, data and arithmetic,
+// independent of any backend: deterministic inputs and weights,
 // GELU, FLOP counts, gradient buckets, scaling efficiency, and a float64
 // reference of the whole step for the numerical checks.
 //
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/train_data.h"
+#include "kernels/train_data.h"
 
 namespace ringmaster {
 
@@ -28,7 +28,7 @@ struct MlpShape {
 };
 
 // TrainInput and TrainWeight (the data and initial weights) are in
-// core/train_data.h, shared with the CUDA kernels.
+// kernels/train_data.h, shared with the CUDA kernels.
 
 double Gelu(double x);
 double GeluGrad(double x);

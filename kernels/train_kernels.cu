@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <initializer_list>
 
-#include "core/train_data.h"
+#include "kernels/train_data.h"
 #include "kernels/train_kernels.h"
 
 namespace ringmaster {

@@ -1,9 +1,11 @@
 // Deterministic inputs and initial weights of the training benchmark, as
 // inline functions usable from host code and from CUDA kernels (RM_TRAIN_HD),
 // so every rank, every backend and the float64 reference build the same
-// model. Plain C++: no CUDA headers are needed to include this.
-#ifndef RINGMASTER_CORE_TRAIN_DATA_H_
-#define RINGMASTER_CORE_TRAIN_DATA_H_
+// model. Plain C++ beside the kernels (no CUDA headers are needed to
+// include it): core/training.h uses it for the host and the reference,
+// kernels/train_kernels.cu on the device.
+#ifndef RINGMASTER_KERNELS_TRAIN_DATA_H_
+#define RINGMASTER_KERNELS_TRAIN_DATA_H_
 
 #include <cmath>
 #include <cstdint>
@@ -49,4 +51,4 @@ RM_TRAIN_HD inline float TrainWeight(int layer, int64_t r, int64_t c,
 
 }  // namespace ringmaster
 
-#endif  // RINGMASTER_CORE_TRAIN_DATA_H_
+#endif  // RINGMASTER_KERNELS_TRAIN_DATA_H_
