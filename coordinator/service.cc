@@ -110,8 +110,13 @@ absl::StatusOr<std::unique_ptr<CoordinatorService>> CoordinatorService::Start(
   // ThreadSanitizer, whose R1 run saw the first log line's construction of
   // it on one handler thread and a read on another as a race.)
   spdlog::default_logger();
-  if (options.launcher != "mpirun" && options.launcher != "external" &&
-      options.launcher != "slurm" && options.launcher != "k8s") {
+  const std::map<std::string, LauncherKind> launchers = {
+      {"mpirun", LauncherKind::kMpirun},
+      {"slurm", LauncherKind::kSlurm},
+      {"k8s", LauncherKind::kK8s},
+      {"external", LauncherKind::kExternal}};
+  const auto launcher = launchers.find(options.launcher);
+  if (launcher == launchers.end()) {
     return absl::InvalidArgumentError(
         "launcher: expected mpirun, slurm, k8s or external, got " +
         options.launcher);
@@ -149,6 +154,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorService>> CoordinatorService::Start(
   auto jobs = svc->store_->AllJobs();
   if (!jobs.ok()) return jobs.status();
   svc->options_ = options;
+  svc->launcher_ = launcher->second;
   for (const v1::Job& job : *jobs) {
     svc->manager_->Adopt(job);
     if (job.state() == v1::JOB_RUNNING || job.state() == v1::JOB_LAUNCHING) {
@@ -235,7 +241,7 @@ absl::StatusOr<v1::SubmitPlanResponse> CoordinatorService::Submit(
       v1::SubmitPlanResponse resp;
       *resp.mutable_job() = *existing;
       resp.set_duplicate(true);
-      if (options_.launcher == "external")
+      if (launcher_ == LauncherKind::kExternal)
         resp.set_worker_token(manager_->WorkerToken(existing->job_id()));
       return resp;
     }
@@ -287,7 +293,7 @@ absl::StatusOr<v1::SubmitPlanResponse> CoordinatorService::Submit(
   v1::SubmitPlanResponse resp;
   *resp.mutable_job() = JobSummary(*created);
   resp.set_duplicate(duplicate);
-  if (options_.launcher == "external")
+  if (launcher_ == LauncherKind::kExternal)
     resp.set_worker_token(created->worker_token());
   if (!duplicate) {
     spdlog::info("job {} queued: plan {} on {} rank(s) for {}",
@@ -403,12 +409,17 @@ absl::StatusOr<std::unique_ptr<JobSupervisor>> CoordinatorService::Launch(
   const fs::path dir = fs::path(options_.data_dir) / "jobs" / id;
   std::error_code dir_ec;
   fs::create_directories(dir, dir_ec);
-  if (options_.launcher == "external") {
-    return JobSupervisor::Follow(manager_.get(), id, limits,
-                                 /*adopted=*/false, 0);
+  switch (launcher_) {
+    case LauncherKind::kExternal:
+      return JobSupervisor::Follow(manager_.get(), id, limits,
+                                   /*adopted=*/false, 0);
+    case LauncherKind::kK8s:
+      return LaunchOnK8s(job, id, limits, dir);
+    case LauncherKind::kSlurm:
+      return LaunchOnSlurm(job, id, limits, dir);
+    case LauncherKind::kMpirun:
+      break;
   }
-  if (options_.launcher == "k8s") return LaunchOnK8s(job, id, limits, dir);
-  if (options_.launcher == "slurm") return LaunchOnSlurm(job, id, limits, dir);
   return LaunchWithMpirun(job, id, limits, dir);
 }
 

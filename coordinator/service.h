@@ -24,11 +24,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "core/mutex.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/server.h"
 #include "coordinator/store.h"
 #include "coordinator/supervisor.h"
+#include "core/mutex.h"
 
 namespace ringmaster {
 
@@ -119,6 +119,9 @@ class CoordinatorService {
   WatchLimits LimitsFor(const v1::Job& job) const;
 
   ServiceOptions options_;
+  // options_.launcher, parsed once.
+  enum class LauncherKind { kMpirun, kSlurm, kK8s, kExternal };
+  LauncherKind launcher_ = LauncherKind::kMpirun;
   std::string admin_token_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<JobManager> manager_;
