@@ -264,7 +264,7 @@ int SubmitCommand(const ClientOptions& o, const SubmitOptions& s) {
   auto c = Connect(o, &code);
   if (!c) return code;
   v1::SubmitPlanResponse resp;
-  // The channel retries UNAVAILABLE (worker/channel.cc); the request id
+  // The channel retries UNAVAILABLE (comm/grpc_channel.cc); the request id
   // makes a repeat return the first job.
   grpc::ClientContext ctx;
   c->Prepare(&ctx);

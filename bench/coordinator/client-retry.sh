@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CLI's retry of UNAVAILABLE (worker/channel.cc) seen from a user:
+# The CLI's retry of UNAVAILABLE (comm/grpc_channel.cc) seen from a user:
 # `ringmaster status` started DELAY seconds before `ringmaster serve`
 # (answered, and how long it took), then against a port where nothing
 # listens (exit 4, and after how long). TRIALS of each.
