@@ -149,6 +149,16 @@ absl::Status ExpandBench(const v1::Plan& plan, const v1::CaseSpec& spec,
   return absl::OkStatus();
 }
 
+// The keys a case of its spec keeps as written (timing, verify, backend),
+// for cases that name no source or destination rank.
+void SetRankless(const v1::CaseSpec& spec, v1::Case* c) {
+  *c->mutable_timing() = spec.timing();
+  c->set_verify(spec.verify());
+  c->set_backend(spec.backend());
+  c->set_src_rank(-1);
+  c->set_dst_rank(-1);
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan,
@@ -192,11 +202,7 @@ absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan,
                 c.mutable_train()->set_overlap(overlap && !inference);
                 c.mutable_train()->set_inference(inference);
                 c.mutable_train()->set_batch(batch);
-                *c.mutable_timing() = spec.timing();
-                c.set_verify(spec.verify());
-                c.set_backend(spec.backend());
-                c.set_src_rank(-1);
-                c.set_dst_rank(-1);
+                SetRankless(spec, &c);
                 cases.push_back(std::move(c));
               }
       continue;
@@ -212,11 +218,7 @@ absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan,
         c.set_kind(spec.kind());
         *c.mutable_params() = spec.params();
         c.set_nranks(n);
-        *c.mutable_timing() = spec.timing();
-        c.set_verify(spec.verify());
-        c.set_backend(spec.backend());
-        c.set_src_rank(-1);
-        c.set_dst_rank(-1);
+        SetRankless(spec, &c);
         cases.push_back(std::move(c));
       }
       continue;

@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "${1:-$(dirname "$0")/..}"
 table=$(sed -n '/^## Layout$/,/^## /p' README.md | grep '^| `')
+# The backticks are the table's, not a command: single quotes on purpose.
+# shellcheck disable=SC2016
 named=$(printf '%s\n' "$table" | cut -d'|' -f2 | grep -o '`[^`]*`' | tr -d '`' |
   sed 's#/$##' | sort -u)
 fail=0

@@ -65,6 +65,17 @@ Outcome RunRingmaster(
   return o;
 }
 
+// The results of `job` in the store under `out`, in sequence order.
+std::vector<v1::Result> StoredResults(const std::string& out,
+                                      const std::string& job) {
+  auto store = Store::Open(out + "/ringmaster.db");
+  EXPECT_TRUE(store.ok()) << store.status();
+  if (!store.ok()) return {};
+  auto results = (*store)->Results(job, -1, 0);
+  EXPECT_TRUE(results.ok()) << results.status();
+  return results.ok() ? *results : std::vector<v1::Result>{};
+}
+
 std::string JobId(const Outcome& o) {
   std::smatch m;
   static const std::regex kJob(R"(ringmaster: job (\S+):)");
@@ -182,13 +193,10 @@ cases:
   EXPECT_EQ(o.exit_code, 1) << o.err << o.out;  // the `wrong` case fails
   std::string job = JobId(o);
   ASSERT_FALSE(job.empty()) << o.err;
-  auto store = Store::Open(out + "/ringmaster.db");
-  ASSERT_TRUE(store.ok()) << store.status();
-  auto results = (*store)->Results(job, -1, 0);
-  ASSERT_TRUE(results.ok());
-  ASSERT_EQ(results->size(), 3u);
+  const std::vector<v1::Result> results = StoredResults(out, job);
+  ASSERT_EQ(results.size(), 3u);
   for (int i = 0; i < 2; ++i) {
-    const v1::Result& r = (*results)[i];
+    const v1::Result& r = results[i];
     SCOPED_TRACE(i);
     EXPECT_EQ(r.case_().kind(), "rank_sum");
     EXPECT_EQ(r.case_().params().at("scale"), "3");
@@ -199,7 +207,7 @@ cases:
     EXPECT_GT(r.latency_ns(), 0);
     EXPECT_EQ(r.path(), "rank_sum over the control channel");
   }
-  const v1::Result& wrong = (*results)[2];
+  const v1::Result& wrong = results[2];
   EXPECT_EQ(wrong.status(), v1::FAILED);
   EXPECT_EQ(wrong.failure().reason(), v1::DATA_MISMATCH);
   EXPECT_EQ(wrong.failure().detail(), "sum 3, expected 99");
