@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,16 +12,18 @@ namespace {
 
 // Parses `args` (without the program name) into fresh options; the CLI11
 // error's exit code, or 0.
+// The app owns the subcommands `c` points to: it lives as long as they do.
 struct Parsed {
   CliOptions o;
   CliCommands c;
+  std::unique_ptr<CLI::App> app = std::make_unique<CLI::App>("test");
   int error = 0;
   std::string message;
 };
 
 Parsed Parse(std::vector<std::string> args) {
   Parsed p;
-  CLI::App app{"test"};
+  CLI::App& app = *p.app;
   AddCommands(app, &p.o, &p.c);
   std::vector<const char*> argv = {"ringmaster"};
   for (const auto& a : args) argv.push_back(a.c_str());
