@@ -20,6 +20,7 @@
 #include "backends/trainer.h"
 #include "comm/host_comm.h"
 #include "core/faults.h"
+#include "core/memory_need.h"
 #include "core/telemetry.h"
 #include "ringmaster/v1/plan.pb.h"
 
@@ -65,6 +66,15 @@ class BackendProvider {
   // A trainer over `r`'s ranks. Collective.
   virtual absl::StatusOr<std::unique_ptr<Trainer>> NewTrainer(
       const RankResources& r) = 0;
+
+  // Memory the buffers of a case may take on local rank `local_rank`, one
+  // of `local_ranks` on this host (host memory: MemAvailable shared by the
+  // local ranks; a GPU: its free memory), 0 when unknown; and its name in
+  // messages.
+  virtual int64_t FreeMemoryPerRank(int local_rank, int local_ranks) {
+    return HostMemoryPerRank(local_ranks);
+  }
+  virtual std::string MemoryName() const { return "host memory"; }
 
   // Telemetry of the device rank `local_rank` uses (NVML on GPUs, the CPUs
   // on the host); nullptr when none can be read.

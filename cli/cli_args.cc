@@ -1,9 +1,45 @@
 #include "cli/cli_args.h"
 
+#include <cmath>
 #include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "core/units.h"
 
 namespace ringmaster {
 namespace {
+
+// A finite number in [lo, hi]: CLI11's ranges let "nan" through (every
+// comparison with it is false) and "inf" through open ends.
+CLI::Validator FiniteRange(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        double v = 0;
+        if (!absl::SimpleAtod(text, &v) || !std::isfinite(v))
+          return "expected a finite number, got " + text;
+        if (v < lo || v > hi)
+          return absl::StrFormat("expected a number in [%g, %g], got %s", lo,
+                                 hi, text);
+        return "";
+      },
+      absl::StrFormat("NUMBER in [%g, %g]", lo, hi));
+}
+
+// Seconds: finite, positive, at most 30 days.
+CLI::Validator Seconds() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double v = 0;
+        if (!absl::SimpleAtod(text, &v) || !std::isfinite(v))
+          return "expected a finite number of seconds, got " + text;
+        if (v <= 0 || v > kMaxDurationSeconds)
+          return absl::StrFormat("expected seconds in (0, %.0f], got %s",
+                                 kMaxDurationSeconds, text);
+        return "";
+      },
+      "SECONDS in (0, 30 days]");
+}
 
 // `run` and `validate`: the main job.
 void AddRun(CLI::App& app, CliOptions* o, CliCommands* c) {
@@ -15,8 +51,13 @@ void AddRun(CLI::App& app, CliOptions* o, CliCommands* c) {
   c->run->add_option("plan", o->run.plan_path, "Plan file (YAML)");
   c->run
       ->add_option("--np", o->run.np,
-                   "Number of ranks (default: plan's, else #GPUs, else 2)")
-      ->check(CLI::Range(1, 65536));
+                   "Number of ranks (default: plan's, else #GPUs, else 2); "
+                   "on this machine at most one per core (host ranks) or per "
+                   "GPU unless --oversubscribe")
+      ->check(CLI::Range(1, 4096));
+  c->run->add_flag("--oversubscribe", o->run.oversubscribe,
+                   "Allow more local host ranks than cores (their times then "
+                   "measure sharing, not the machine)");
   c->run
       ->add_option("--out", o->run.out_dir,
                    "Results folder: <out>/ringmaster.db and "
@@ -38,18 +79,18 @@ void AddRun(CLI::App& app, CliOptions* o, CliCommands* c) {
   c->run
       ->add_option("--timeout", o->run.timeout_s,
                    "Job deadline in seconds (default: derived from the plan)")
-      ->check(CLI::PositiveNumber);
+      ->check(Seconds());
   c->run
       ->add_option(
           "--heartbeat-timeout", o->run.heartbeat_timeout_s,
           "Seconds without a heartbeat before a rank counts as unreachable")
-      ->check(CLI::PositiveNumber)
+      ->check(Seconds())
       ->capture_default_str();
   c->run
       ->add_option("--op-timeout", o->run.op_timeout_s,
                    "Seconds without progress on any rank before the rank "
                    "furthest behind is declared hung (rank_hung)")
-      ->check(CLI::PositiveNumber)
+      ->check(Seconds())
       ->capture_default_str();
   c->run->add_flag("--quiet", o->run.quiet,
                    "Do not echo the launcher's output");
@@ -75,13 +116,19 @@ void AddRun(CLI::App& app, CliOptions* o, CliCommands* c) {
       ->check(CLI::ExistingFile);
 
   c->validate = app.add_subcommand(
-      "validate", "Check a plan and print its expansion; runs nothing");
+      "validate",
+      "Check a plan and print its expansion and memory needs; runs nothing");
   c->validate->add_option("plan", o->validate_path, "Plan file (YAML)")
       ->required();
   c->validate
       ->add_option("--worker", o->validate_worker,
                    "The worker whose benchmark kinds the plan may name "
                    "(default: ringmaster-worker beside this one)")
+      ->check(CLI::ExistingFile);
+  c->validate
+      ->add_option("--topology", o->validate_topology,
+                   "Topology file: check each case's memory need against its "
+                   "GPU's memory")
       ->check(CLI::ExistingFile);
 }
 
@@ -142,7 +189,7 @@ void AddMachineAndModel(CLI::App& app, CliOptions* o, CliCommands* c) {
       ->add_option("--gemm-efficiency", o->predict.gemm_efficiency,
                    "Training without --compute-from: the share of the GPU's "
                    "dense peak its GEMMs reach")
-      ->check(CLI::Range(0.01, 1.0))
+      ->check(FiniteRange(0.01, 1.0))
       ->capture_default_str();
   c->predict
       ->add_option("--compare", o->predict.compare,
@@ -203,12 +250,12 @@ void AddReports(CLI::App& app, CliOptions* o, CliCommands* c) {
   c->compare
       ->add_option("--alpha", o->compare.alpha,
                    "Significance level of the Mann-Whitney U test")
-      ->check(CLI::Range(1e-9, 0.5))
+      ->check(FiniteRange(1e-9, 0.5))
       ->capture_default_str();
   c->compare
       ->add_option("--threshold", o->compare.threshold,
                    "Smallest relative change of the median that counts")
-      ->check(CLI::Range(0.0, 10.0))
+      ->check(FiniteRange(0.0, 10.0))
       ->capture_default_str();
   c->compare->add_option("--format", o->compare.format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
@@ -334,7 +381,7 @@ void AddServeLaunchers(CLI::App& app, CliOptions* o, CliCommands* c) {
   c->serve
       ->add_option("--k8s-poll", so.k8s_poll_s,
                    "Seconds between kubectl get calls while a job runs")
-      ->check(CLI::PositiveNumber)
+      ->check(Seconds())
       ->capture_default_str();
   c->serve->add_option("--mpirun", so.mpirun, "mpirun executable")
       ->capture_default_str();
@@ -374,12 +421,20 @@ void AddServeLimits(CLI::App& app, CliOptions* o, CliCommands* c) {
   c->serve
       ->add_option("--heartbeat-timeout", so.heartbeat_timeout_s,
                    "Lease of a rank, seconds")
-      ->check(CLI::PositiveNumber)
+      ->check(Seconds())
       ->capture_default_str();
   c->serve
       ->add_option("--op-timeout", so.op_timeout_s,
                    "Seconds without progress on any rank before rank_hung")
-      ->check(CLI::PositiveNumber)
+      ->check(Seconds())
+      ->capture_default_str();
+  c->serve
+      ->add_option("--on-stop", o->serve.on_stop,
+                   "On SIGINT/SIGTERM: leave running jobs to the next "
+                   "coordinator on this data dir (which adopts them), or "
+                   "cancel them (every launcher and rank ended; a second "
+                   "signal ends them at once)")
+      ->check(CLI::IsMember({"leave", "cancel"}))
       ->capture_default_str();
   c->serve->add_flag("--allow-fault-injection", so.allow_fault_injection,
                      "Accept RINGMASTER_FAULT in submitted env (tests only)");
@@ -425,11 +480,11 @@ void AddClients(CLI::App& app, CliOptions* o, CliCommands* c) {
   c->submit
       ->add_option("--timeout", o->submit.timeout_s,
                    "Job deadline, seconds (default: from the plan)")
-      ->check(CLI::PositiveNumber);
+      ->check(Seconds());
   c->submit
       ->add_option("--op-timeout", o->submit.op_timeout_s,
                    "Seconds without progress before rank_hung")
-      ->check(CLI::PositiveNumber);
+      ->check(Seconds());
   c->submit->add_option("--env", o->submit.env,
                         "NAME=value for the ranks (NCCL_* only; repeatable)");
   c->submit->add_option("--output", o->submit.output,

@@ -18,7 +18,7 @@ namespace ringmaster {
 // the documented ones).
 struct CliOptions {
   RunOptions run;
-  std::string validate_path, validate_worker;
+  std::string validate_path, validate_worker, validate_topology;
   TopoOptions topo;
   PredictOptions predict;
   ReportOptions report;

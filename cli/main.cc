@@ -18,6 +18,21 @@
 
 namespace {
 
+// The first option or argument of the parsed command given as an empty
+// string ("" names no file, folder, program or value), or "".
+std::string EmptyValue(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) {
+    for (const CLI::Option* opt : sub->get_options()) {
+      if (opt->get_type_size() == 0) continue;  // a flag
+      for (const std::string& value : opt->results()) {
+        if (value.empty()) return sub->get_name() + " " + opt->get_name();
+      }
+    }
+    if (std::string inner = EmptyValue(*sub); !inner.empty()) return inner;
+  }
+  return "";
+}
+
 // Runs the parsed subcommand.
 int Dispatch(ringmaster::CliOptions& o, const ringmaster::CliCommands& c,
              const std::vector<std::string>& command_line) {
@@ -28,7 +43,8 @@ int Dispatch(ringmaster::CliOptions& o, const ringmaster::CliCommands& c,
     return 0;
   }
   if (c.validate->parsed())
-    return ValidateCommand(o.validate_path, o.validate_worker);
+    return ValidateCommand(o.validate_path, o.validate_worker,
+                           o.validate_topology);
   if (c.report->parsed()) return ReportCommand(o.report);
   if (c.compare->parsed()) return CompareCommand(o.compare);
   if (c.verdict->parsed()) return VerdictCommand(o.verdict);
@@ -71,6 +87,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : ringmaster::kExitUsage;
+  }
+  if (std::string empty = EmptyValue(app); !empty.empty()) {
+    std::cerr << "ringmaster: error: " << empty
+              << ": an empty value names nothing (give a value or leave the "
+                 "option out)\n";
+    return ringmaster::kExitUsage;
   }
   return Dispatch(options, commands, command_line);
 }

@@ -1,6 +1,9 @@
 #include "cli/run_command.h"
 
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,6 +19,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -27,11 +31,13 @@
 #include "coordinator/server.h"
 #include "coordinator/store.h"
 #include "coordinator/supervisor.h"
+#include "core/memory_need.h"
 #include "core/names.h"
 #include "core/nccl_tuning.h"
 #include "core/plan.h"
 #include "core/report.h"
 #include "core/sweep.h"
+#include "core/topology.h"
 #include "core/units.h"
 #include "nlohmann/json.hpp"
 
@@ -74,6 +80,74 @@ absl::StatusOr<Probe> ProbeMachine(const std::string& worker) {
   }
 }
 
+// Space set aside in the results folder while the run lasts (an allocated
+// file), given back when the disk fills: the job's end can then still be
+// stored as FAILED, saying why, instead of staying RUNNING.
+class DiskReserve {
+ public:
+  static constexpr off_t kBytes = 4 << 20;
+  explicit DiskReserve(const fs::path& dir)
+      : path_(dir / ".ringmaster-reserve") {
+    const int fd =
+        open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    held_ = posix_fallocate(fd, 0, kBytes) == 0;
+    close(fd);
+    if (!held_) Release();
+  }
+  ~DiskReserve() { Release(); }
+  DiskReserve(const DiskReserve&) = delete;
+  DiskReserve& operator=(const DiskReserve&) = delete;
+  void Release() {
+    std::error_code ec;
+    fs::remove(path_, ec);
+    held_ = false;
+  }
+
+ private:
+  fs::path path_;
+  bool held_ = false;
+};
+
+// The run's own folder for Open MPI's shared-memory segments (its vader
+// transport's backing directory), /dev/shm/ringmaster-run-PID: removed
+// when the run ends, however it ends short of SIGKILL; a later run removes
+// the folders of runs that are gone.
+class ShmFolder {
+ public:
+  static constexpr const char* kRoot = "/dev/shm";
+  static constexpr const char* kPrefix = "ringmaster-run-";
+
+  ShmFolder() {
+    std::error_code ec;
+    if (!fs::is_directory(kRoot, ec)) return;
+    RemoveStale();
+    path_ = fs::path(kRoot) / (kPrefix + std::to_string(getpid()));
+    if (mkdir(path_.c_str(), 0700) != 0 && errno != EEXIST) path_.clear();
+  }
+  ~ShmFolder() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  ShmFolder(const ShmFolder&) = delete;
+  ShmFolder& operator=(const ShmFolder&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  static void RemoveStale() {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(kRoot, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind(kPrefix, 0) != 0) continue;
+      int pid = 0;
+      if (!absl::SimpleAtoi(name.substr(strlen(kPrefix)), &pid) || pid <= 0)
+        continue;
+      if (kill(pid, 0) != 0 && errno == ESRCH) fs::remove_all(e.path(), ec);
+    }
+  }
+  fs::path path_;
+};
+
 // Everything a job of this run shares with the others.
 struct JobContext {
   const RunOptions& options;
@@ -85,6 +159,8 @@ struct JobContext {
   std::string plan_path;
   const v1::Plan& plan;
   std::vector<std::string> command_line;
+  DiskReserve* reserve;
+  const ShmFolder* shm;
 };
 
 // Ctrl-C, SIGTERM and SIGHUP cancel the running job and end the run after
@@ -92,11 +168,13 @@ struct JobContext {
 // setsid), so the terminal's SIGINT never reaches them, and a run that
 // simply died left mpirun and its ranks running until their reports to the
 // gone coordinator gave up (60 s; spinning in MPI meanwhile). A watcher
-// thread takes the signals, blocked in every other thread (children get
-// them back: coordinator/launcher.cc); a second signal ends the run at
-// once. SIGPIPE is ignored: a closed standard output (`run | head`) must
-// not kill the run with its ranks either; the run goes on and keeps every
-// result in its folder.
+// thread takes the signals from the start of the run, blocked in every
+// other thread (children get them back: coordinator/launcher.cc). The
+// first cancels; a second SIGKILLs every process the run started, so the
+// run ends within moments and still stores the job as CANCELLED; a third
+// takes the signal's default action. SIGPIPE is ignored: a closed standard
+// output (`run | head`) must not kill the run with its ranks either; the
+// run goes on and keeps every result in its folder.
 std::atomic<int> g_stop_signal{0};
 
 void WatchSignals() {
@@ -112,7 +190,13 @@ void WatchSignals() {
       if (sigwait(&set, &sig) != 0) return;
       g_stop_signal = sig;
       if (sigwait(&set, &sig) != 0) return;
-      // The second one: its default action, now.
+      std::fprintf(stderr,
+                   "ringmaster: %s again: ending every process of the run "
+                   "now (once more to exit without storing the job's end)\n",
+                   strsignal(sig));
+      KillChildSessions();
+      if (sigwait(&set, &sig) != 0) return;
+      KillChildSessions();
       signal(sig, SIG_DFL);
       pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
       raise(sig);
@@ -182,6 +266,8 @@ class JobRun {
   void ShowProgress(absl::Time now);
   void Watch();
   void End();
+  std::string CloseResultFiles();
+  void NoteWriteError();
 
   JobContext& ctx_;
   const PlannedJob& planned_;
@@ -203,6 +289,7 @@ class JobRun {
   bool begun_ = false;
   std::optional<ProgressDisplay> progress_;
   std::optional<Outcome> end_;
+  std::string write_error_;  // the first failed result-file write
 };
 
 // The job in the store, its folder, and the reporters writing into it.
@@ -226,8 +313,10 @@ bool JobRun::Create() {
     return false;
   }
   if (!tuning_) {
-    jsonl_file_.open(job_dir_ / "results.jsonl");
-    csv_file_.open(job_dir_ / "results.csv");
+    // Written as .partial, renamed at the end: a reader never sees half a
+    // row under the final names.
+    jsonl_file_.open(job_dir_ / "results.jsonl.partial");
+    csv_file_.open(job_dir_ / "results.csv.partial");
     console_ = std::make_unique<ConsoleReporter>(std::cout);
     jsonl_ = std::make_unique<JsonLinesReporter>(jsonl_file_);
     csv_ = std::make_unique<CsvReporter>(csv_file_);
@@ -246,14 +335,30 @@ bool JobRun::Create() {
 // mpirun with the worker, under the supervisor's watch.
 bool JobRun::Launch() {
   const RunOptions& options = ctx_.options;
+  if (const int sig = g_stop_signal.load(); sig != 0) {
+    // Stopped between creating the job and launching it.
+    v1::Failure f;
+    f.set_rank(-1);
+    f.set_detail(
+        absl::StrFormat("stopped by %s before launch", strsignal(sig)));
+    ctx_.manager.Finish(job_id_, v1::JOB_CANCELLED, f);
+    outcome_.failed = true;
+    return false;
+  }
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) env.emplace_back(*e);
   // The job's worker token travels in the environment, never in argv.
   SetEnvEntry(&env, "RINGMASTER_TOKEN", ctx_.manager.WorkerToken(job_id_));
+  if (!ctx_.shm->path().empty() &&
+      std::getenv("OMPI_MCA_btl_vader_backing_directory") == nullptr) {
+    SetEnvEntry(&env, "OMPI_MCA_btl_vader_backing_directory",
+                ctx_.shm->path().string());
+  }
   MpirunLaunch launch;
   launch.mpirun = options.mpirun;
   launch.hostfile = options.hostfile;
   launch.mpirun_args = options.mpirun_args;
+  if (options.oversubscribe) launch.mpirun_args.push_back("--oversubscribe");
   launch.worker = ctx_.worker;
   launch.address = ctx_.address;
   launch.backend = ctx_.worker_backend;
@@ -324,6 +429,7 @@ void JobRun::Drain(absl::Duration wait) {
     if (progress_) progress_->Clear();
     Begin();
     for (Reporter* rep : reporters_) rep->Report(ev->result);
+    NoteWriteError();
     std::cout.flush();
     NoteClosedStdout(ctx_.options.out_dir);
     last_output_ = absl::Now();
@@ -399,7 +505,22 @@ void JobRun::End() {
   }
   Begin();
   for (Reporter* rep : reporters_) rep->End(summary);
-  ctx_.manager.Finish(job_id_, failure ? v1::JOB_FAILED : v1::JOB_SUCCEEDED,
+  if (failure && failure->reason() == v1::STORE_ERROR) ctx_.reserve->Release();
+  if (std::string lost = CloseResultFiles(); !lost.empty()) {
+    ctx_.reserve->Release();
+    if (!failure) {
+      failure = v1::Failure();
+      failure->set_reason(v1::STORE_ERROR);
+      failure->set_rank(-1);
+      failure->set_detail(lost);
+      summary.failure = DescribeFailure(*failure);
+    }
+    Error(lost);
+  }
+  ctx_.manager.Finish(job_id_,
+                      summary.cancelled ? v1::JOB_CANCELLED
+                      : failure         ? v1::JOB_FAILED
+                                        : v1::JOB_SUCCEEDED,
                       failure ? *failure : v1::Failure());
   // A tuning probe keeps no results: its folder holds the launcher's log.
   std::cerr << absl::StrFormat(
@@ -412,6 +533,52 @@ void JobRun::End() {
   if (failure && !summary.cancelled)
     std::cerr << "ringmaster: failure: " << summary.failure << "\n";
   outcome_.failed = failure.has_value();
+}
+
+// The first failed write to a result file, with errno while it is fresh.
+void JobRun::NoteWriteError() {
+  if (tuning_ || !write_error_.empty()) return;
+  for (auto [file, name] : {std::pair{&jsonl_file_, "results.jsonl.partial"},
+                            std::pair{&csv_file_, "results.csv.partial"}}) {
+    if (file->good()) continue;
+    const int err = errno;
+    write_error_ = absl::StrFormat("%s: %s", (job_dir_ / name).string(),
+                                   err == ENOSPC ? "no space left on device"
+                                   : err != 0    ? std::strerror(err)
+                                                 : "write failed");
+    return;
+  }
+}
+
+// Flushes the result files and gives them their final names; on a write
+// error (a full disk) removes them (the store keeps every result) and says
+// why, naming the path.
+std::string JobRun::CloseResultFiles() {
+  if (tuning_) return "";
+  std::string lost = write_error_;
+  for (auto [file, name] : {std::pair{&jsonl_file_, "results.jsonl"},
+                            std::pair{&csv_file_, "results.csv"}}) {
+    const fs::path partial = job_dir_ / (std::string(name) + ".partial");
+    errno = 0;
+    file->flush();
+    const int err = errno;
+    const bool ok = file->good();
+    file->close();
+    std::error_code ec;
+    if (ok && !file->fail()) {
+      fs::rename(partial, job_dir_ / name, ec);
+      if (!ec) continue;
+    }
+    if (lost.empty()) {
+      lost = absl::StrFormat("%s: %s", partial.string(),
+                             ec              ? ec.message()
+                             : err == ENOSPC ? "no space left on device"
+                             : err != 0      ? std::strerror(err)
+                                             : "write failed");
+    }
+    fs::remove(partial, ec);
+  }
+  return lost;
 }
 
 JobOutcome JobRun::Run() {
@@ -506,6 +673,24 @@ struct Launch {
   v1::Job job;
 };
 
+// Cores this process may run on.
+int UsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+// The user asked for more ranks than cores by name: the flag, or Open MPI's
+// own setting in the environment.
+bool Oversubscribing(const RunOptions& options) {
+  if (options.oversubscribe) return true;
+  const char* env = std::getenv("OMPI_MCA_rmaps_base_oversubscribe");
+  if (env == nullptr) return false;
+  const std::string v = absl::AsciiStrToLower(env);
+  return v == "1" || v == "true" || v == "yes";
+}
+
 int PrepareLaunch(const RunOptions& options, const v1::Plan& plan,
                   Launch* launch) {
   launch->worker =
@@ -544,6 +729,14 @@ int PrepareLaunch(const RunOptions& options, const v1::Plan& plan,
   }
   launch->job = std::move(*job);
   launch->np = launch->job.nranks();
+  if (!use_gpus && options.hostfile.empty() && !Oversubscribing(options) &&
+      launch->np > UsableCores()) {
+    Error(absl::StrFormat(
+        "--np %d: this machine has %d core(s) for host ranks; more ranks "
+        "than cores measure sharing (ask for it with --oversubscribe)",
+        launch->np, UsableCores()));
+    return kExitUsage;
+  }
   if (use_gpus && options.hostfile.empty()) {
     auto shared = RanksShareGpus(plan, launch->np, probe.gpus);
     if (!shared.ok()) {
@@ -563,12 +756,83 @@ int PrepareLaunch(const RunOptions& options, const v1::Plan& plan,
 
 }  // namespace
 
-int ValidateCommand(const std::string& plan_path, const std::string& worker) {
+namespace {
+
+// What the plan's cases need in memory per rank, against the GPU of
+// `topology` (when given) and this machine's host memory for host ranks.
+void StateMemoryNeeds(const v1::Plan& plan, const std::vector<v1::Case>& cases,
+                      const v1::Topology* topology) {
+  const int nranks = plan.ranks() > 0 ? plan.ranks() : 2;
+  int64_t largest = 0;
+  std::string largest_label;
+  std::vector<int64_t> needs;
+  for (const auto& c : cases) {
+    const int64_t need =
+        CaseMemoryBytes(c, c.nranks() > 0 ? c.nranks() : nranks);
+    needs.push_back(need);
+    if (need > largest) {
+      largest = need;
+      largest_label =
+          absl::StrFormat("%s %s", c.spec_name(), FormatBytes(c.size_bytes()));
+      if (c.bench() == v1::BENCH_GEMM || c.bench() == v1::BENCH_TRAIN)
+        largest_label = c.spec_name() + ": " + BenchLabel(c);
+    }
+  }
+  if (largest == 0) return;
+  auto count_over = [&](int64_t available) {
+    int n = 0;
+    for (int64_t need : needs) n += need > available;
+    return n;
+  };
+  std::cout << absl::StrFormat(
+      "memory: the largest case needs %s per rank for its buffers (%s)\n",
+      FormatBytes(largest), largest_label);
+  const int64_t host = HostMemoryPerRank(nranks);
+  if (host > 0) {
+    std::cout << absl::StrFormat(
+        "  host ranks here: %s available to each of %d: %s\n",
+        FormatBytes(host), nranks,
+        count_over(host) == 0
+            ? std::string("every case fits")
+            : absl::StrFormat("%d case(s) do not fit and would be SKIPPED",
+                              count_over(host)));
+  }
+  if (topology == nullptr || topology->node().gpu().hbm_gib() <= 0) {
+    std::cout << "  GPU ranks: cannot say without --topology (a GPU's "
+                 "memory); each rank checks before allocating\n";
+    return;
+  }
+  const auto gpu = static_cast<int64_t>(topology->node().gpu().hbm_gib() *
+                                        (int64_t{1} << 30));
+  std::cout << absl::StrFormat(
+      "  GPU ranks on %s (%s each): %s\n",
+      topology->node().gpu().model().empty() ? topology->id()
+                                             : topology->node().gpu().model(),
+      FormatBytes(gpu),
+      count_over(gpu) == 0
+          ? std::string("every case fits")
+          : absl::StrFormat("%d case(s) do not fit and would be SKIPPED",
+                            count_over(gpu)));
+}
+
+}  // namespace
+
+int ValidateCommand(const std::string& plan_path, const std::string& worker,
+                    const std::string& topology_path) {
   v1::Plan plan;
   std::vector<v1::Case> cases;
   if (!LoadAndExpand(plan_path, worker.empty() ? DefaultWorkerPath() : worker,
                      &plan, &cases)) {
     return kExitUsage;
+  }
+  std::optional<v1::Topology> topology;
+  if (!topology_path.empty()) {
+    auto t = LoadTopology(topology_path);
+    if (!t.ok()) {
+      Error(std::string(t.status().message()));
+      return kExitUsage;
+    }
+    topology = std::move(*t);
   }
   // Node benchmarks over rank pairs or ranks expand once the launch size is
   // known; here each stands for all of them.
@@ -586,6 +850,7 @@ int ValidateCommand(const std::string& plan_path, const std::string& worker) {
                                      "rank pair at launch)",
                                      per_rank)
                    : "");
+  StateMemoryNeeds(plan, cases, topology ? &*topology : nullptr);
   return kExitOk;
 }
 
@@ -665,6 +930,8 @@ void SayHowToCompare(const RunOptions& options, const v1::Plan& plan,
 
 int RunCommand(const RunOptions& options,
                const std::vector<std::string>& command_line) {
+  // Before any child or thread: a signal from here on cancels.
+  WatchSignals();
   // 1. Validate everything before writing anything.
   const std::string plan_path =
       options.plan_path.empty() ? FindDefaultPlan() : options.plan_path;
@@ -677,15 +944,25 @@ int RunCommand(const RunOptions& options,
   if (int code = PrepareLaunch(options, plan, &launch); code != kExitOk)
     return code;
 
-  // 2. Durable store and the embedded coordinator (and before any of their
-  // threads start, the signal watcher).
-  WatchSignals();
+  if (const int sig = g_stop_signal.load(); sig != 0) {
+    std::cerr << absl::StrFormat("ringmaster: stopped by %s before any job\n",
+                                 strsignal(sig));
+    return 128 + sig;
+  }
+  // 2. Durable store and the embedded coordinator.
   std::error_code ec;
   fs::create_directories(options.out_dir, ec);
   if (ec) {
     Error(options.out_dir + ": cannot create results folder: " + ec.message());
-    return kExitInternal;
+    return kExitUsage;
   }
+  if (access(options.out_dir.c_str(), W_OK | X_OK) != 0) {
+    Error(options.out_dir +
+          ": results folder is not writable: " + std::strerror(errno));
+    return kExitUsage;
+  }
+  DiskReserve reserve(options.out_dir);
+  const ShmFolder shm;
   auto store =
       Store::Open((fs::path(options.out_dir) / "ringmaster.db").string());
   if (!store.ok()) {
@@ -714,7 +991,8 @@ int RunCommand(const RunOptions& options,
   JobContext ctx{
       options,   manager,   absl::StrFormat("127.0.0.1:%d", (*server)->port()),
       worker,    launch.np, launch.backend,
-      plan_path, plan,      command_line};
+      plan_path, plan,      command_line,
+      &reserve,  &shm};
 
   // 3. One job per interconnect variant (or one job when the plan has
   // none), in each of the rounds.

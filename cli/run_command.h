@@ -30,6 +30,9 @@ struct RunOptions {
   // The worker binary (empty: ringmaster-worker beside this one); one built
   // with benchmark kinds of its own runs them too.
   std::string worker;
+  // More local host ranks than cores (also OMPI_MCA_rmaps_base_oversubscribe
+  // in the environment); passed to mpirun.
+  bool oversubscribe = false;
 };
 
 // Exit codes of the `ringmaster` binary.
@@ -45,8 +48,8 @@ int RunCommand(const RunOptions& options,
 
 // Validates a plan (with the plug-in kinds of `worker`, empty: the default
 // worker) and prints its expansion summary; exit code as above.
-int ValidateCommand(const std::string& plan_path,
-                    const std::string& worker = "");
+int ValidateCommand(const std::string& plan_path, const std::string& worker,
+                    const std::string& topology_path = "");
 
 // Prints "ringmaster: error: MESSAGE" on stderr.
 void Error(const std::string& message);

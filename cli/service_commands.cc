@@ -7,6 +7,7 @@
 #include <iostream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -14,6 +15,7 @@
 #include "cli/run_command.h"
 #include "comm/grpc_channel.h"
 #include "coordinator/k8s.h"
+#include "coordinator/launcher.h"
 #include "coordinator/slurm.h"
 #include "coordinator/supervisor.h"
 #include "core/names.h"
@@ -224,8 +226,20 @@ int ServeCommand(ServeOptions o) {
       o.service.data_dir, o.service.data_dir, (*svc)->adopted());
   int sig = 0;
   sigwait(&set, &sig);
-  std::cerr << "ringmaster serve: stopping on signal " << sig
-            << "; running jobs are left to the next coordinator\n";
+  if (o.on_stop == "cancel") {
+    std::cerr << "ringmaster serve: stopping on signal " << sig
+              << "; cancelling every unfinished job (again: end their "
+                 "processes at once)\n";
+    // A second signal: SIGKILL to every launcher's session.
+    std::thread([set] {
+      int again = 0;
+      while (sigwait(&set, &again) == 0) KillChildSessions();
+    }).detach();
+    (*svc)->CancelAll(absl::Seconds(60));
+  } else {
+    std::cerr << "ringmaster serve: stopping on signal " << sig
+              << "; running jobs are left to the next coordinator\n";
+  }
   (*svc)->Shutdown();
   return kExitOk;
 }
@@ -282,10 +296,17 @@ int SubmitCommand(const ClientOptions& o, const SubmitOptions& s) {
     std::cerr << absl::StrFormat(
         "ringmaster: %s job %s: plan \"%s\" on %d rank(s), %s\n",
         resp.duplicate() ? "already submitted as" : "queued", j.job_id(),
-        j.plan().name(), j.nranks(), StateName(j.state()));
+        Printable(j.plan().name()), j.nranks(), StateName(j.state()));
   }
   std::cout << j.job_id() << "\n";  // the last line: the job id
   return kExitOk;
+}
+
+// `status JOB` and `watch`: 0 while running or SUCCEEDED, 1 FAILED,
+// kExitCancelled CANCELLED.
+int ExitCodeOf(v1::JobState state) {
+  if (state == v1::JOB_CANCELLED) return kExitCancelled;
+  return state == v1::JOB_FAILED ? kExitJobFailed : kExitOk;
 }
 
 int StatusCommand(const ClientOptions& o, const std::string& job_id,
@@ -319,16 +340,14 @@ int StatusCommand(const ClientOptions& o, const std::string& job_id,
       std::cout << absl::StrFormat(
           "job %s: %s\n  plan %s (%d cases) on %d rank(s), user %s, attempt "
           "%d of %d\n  results %d, created %s%s\n",
-          j.job_id(), StateName(j.state()), j.plan().name(), j.cases_size(),
-          j.nranks(), j.user(), j.attempt(), j.max_attempts(),
-          j.results_received(), j.created_at(),
+          j.job_id(), StateName(j.state()), Printable(j.plan().name()),
+          j.cases_size(), j.nranks(), Printable(j.user()), j.attempt(),
+          j.max_attempts(), j.results_received(), j.created_at(),
           j.finished_at().empty() ? "" : ", finished " + j.finished_at());
       if (std::string f = FailureLine(j); !f.empty())
-        std::cout << "  " << f << "\n";
+        std::cout << "  " << Printable(f) << "\n";
     }
-    return j.state() == v1::JOB_FAILED || j.state() == v1::JOB_CANCELLED
-               ? kExitJobFailed
-               : kExitOk;
+    return ExitCodeOf(j.state());
   }
   grpc::ClientContext ctx;
   c->Prepare(&ctx);
@@ -346,10 +365,11 @@ int StatusCommand(const ClientOptions& o, const std::string& job_id,
                                "PLAN / FAILURE");
   for (const auto& j : resp.jobs()) {
     std::string f = FailureLine(j);
-    std::cout << absl::StrFormat(
-        "%-24s %-10s %-8s %5d %7d  %-20s %s\n", j.job_id(),
-        StateName(j.state()), j.user(), j.nranks(), j.results_received(),
-        j.created_at(), f.empty() ? j.plan().name() : f);
+    std::cout << absl::StrFormat("%-24s %-10s %-8s %5d %7d  %-20s %s\n",
+                                 j.job_id(), StateName(j.state()),
+                                 Printable(j.user()), j.nranks(),
+                                 j.results_received(), j.created_at(),
+                                 Printable(f.empty() ? j.plan().name() : f));
   }
   return kExitOk;
 }
@@ -405,10 +425,11 @@ int WatchCommand(const ClientOptions& o, const std::string& job_id) {
           StateName(j.state()), j.attempt(), registered, j.nranks(),
           slowest + 1, u.cases(), j.results_received());
       if (!u.last_case().empty()) {
-        line += absl::StrFormat("; last: %s %s", u.last_case(),
+        line += absl::StrFormat("; last: %s %s", Printable(u.last_case()),
                                 FormatBytes(u.last_size_bytes()));
       }
-      if (std::string f = FailureLine(j); !f.empty()) line += "\n  " + f;
+      if (std::string f = FailureLine(j); !f.empty())
+        line += "\n  " + Printable(f);
       if (line.substr(10) !=
           (last_line.size() > 10 ? last_line.substr(10) : std::string())) {
         std::cout << line << std::endl;
@@ -417,8 +438,7 @@ int WatchCommand(const ClientOptions& o, const std::string& job_id) {
     }
     grpc::Status st = reader->Finish();
     if (terminal) {
-      const v1::JobState s = u.job().state();
-      return s == v1::JOB_SUCCEEDED ? kExitOk : kExitJobFailed;
+      return ExitCodeOf(u.job().state());
     }
     if (st.error_code() != grpc::StatusCode::UNAVAILABLE &&
         st.error_code() != grpc::StatusCode::CANCELLED) {

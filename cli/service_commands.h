@@ -17,12 +17,16 @@ inline constexpr int kExitUnavailable = 4;  // coordinator unreachable
 inline constexpr int kExitAuth = 5;         // token refused or wrong role
 inline constexpr int kExitNotFound = 6;     // no such job
 inline constexpr int kExitBusy = 7;         // queue full or quota reached
+inline constexpr int kExitCancelled = 8;    // the job was CANCELLED
 
 struct ServeOptions {
   ServiceOptions service;
   std::string users_file;
   std::string tls_cert_file, tls_key_file, tls_client_ca_file;
   std::vector<std::string> worker_rlimits;  // NAME=VALUE
+  // On SIGINT/SIGTERM: "leave" running jobs to the next coordinator on the
+  // same data dir, or "cancel" them (nothing left running).
+  std::string on_stop = "leave";
 };
 int ServeCommand(ServeOptions options);
 

@@ -353,7 +353,19 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
   }
   auto counts = store_->InsertReport(results, req.rank(),
                                      req.final() ? &final_mark : nullptr);
-  if (!counts.ok()) return counts.status();
+  if (!counts.ok()) {
+    MutexLock lock(&mu_);
+    JobRecord* rec = Find(req.job_id());
+    if (rec && !rec->store_failure) {
+      v1::Failure f;
+      f.set_reason(v1::STORE_ERROR);
+      f.set_rank(-1);
+      f.set_detail(std::string(counts.status().message()));
+      rec->store_failure = f;
+      ++rec->version;
+    }
+    return counts.status();
+  }
   MutexLock lock(&mu_);
   JobRecord* rec = Find(req.job_id());
   if (rec) {
@@ -538,6 +550,7 @@ absl::StatusOr<JobSnapshot> JobManager::Snapshot(const std::string& job_id) {
   if (!rec) return absl::NotFoundError("unknown job " + job_id);
   JobSnapshot s;
   s.job = JobSummary(rec->job);
+  s.store_failure = rec->store_failure;
   s.cases = rec->job.cases_size();
   s.ranks = rec->ranks;
   s.cancel_requested = rec->cancel_requested;

@@ -20,8 +20,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/mutex.h"
 #include "coordinator/store.h"
+#include "core/mutex.h"
 #include "ringmaster/v1/coordinator.pb.h"
 
 namespace ringmaster {
@@ -60,8 +60,10 @@ struct JobSnapshot {
   std::vector<RankStatus> ranks;
   bool cancel_requested = false;
   std::optional<v1::Failure> failed_result;  // first FAILED result's failure
-  uint64_t version = 0;                      // grows with every visible change
-  v1::Case last_case;                        // of the latest stored result
+  // Results the store refused (a full disk): STORE_ERROR, naming the path.
+  std::optional<v1::Failure> store_failure;
+  uint64_t version = 0;  // grows with every visible change
+  v1::Case last_case;    // of the latest stored result
 };
 
 bool TerminalState(v1::JobState state);
@@ -158,6 +160,7 @@ class JobManager {
     std::vector<RankStatus> ranks;
     absl::Time started = absl::InfinitePast();
     bool cancel_requested = false;
+    std::optional<v1::Failure> store_failure;
     std::optional<v1::Failure> failed_result;
     uint64_t version = 0;
     uint64_t order = 0;   // creation order

@@ -16,11 +16,13 @@
 #include <cstring>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "core/mutex.h"
 #include "core/units.h"
 
 extern char** environ;
@@ -334,6 +336,40 @@ int SpawnPlain(char* const* argv, char* const* envp, int out_fd, int err_fd,
 
 }  // namespace
 
+namespace {
+
+// The sessions of the live (not detached) children of this process, for
+// KillChildSessions.
+struct SessionRegistry {
+  Mutex mu;
+  std::set<pid_t> sids ABSL_GUARDED_BY(mu);
+};
+
+SessionRegistry& Sessions() {
+  static auto* registry = new SessionRegistry();  // never destroyed
+  return *registry;
+}
+
+void Forget(pid_t sid) {
+  MutexLock lock(&Sessions().mu);
+  Sessions().sids.erase(sid);
+}
+
+}  // namespace
+
+int KillChildSessions() {
+  std::set<pid_t> sids;
+  {
+    MutexLock lock(&Sessions().mu);
+    sids = Sessions().sids;
+  }
+  int killed = 0;
+  for (pid_t sid : sids) {
+    for (pid_t p : ProcessesInSession(sid)) killed += kill(p, SIGKILL) == 0;
+  }
+  return killed;
+}
+
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
     const std::vector<std::string>& argv, LineCallback on_line,
     const std::vector<std::string>* env,
@@ -375,6 +411,10 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
     close(err[0]);
     return absl::NotFoundError(
         absl::StrFormat("cannot start %s: %s", argv[0], std::strerror(rc)));
+  }
+  {
+    MutexLock lock(&Sessions().mu);
+    Sessions().sids.insert(pid);
   }
   std::unique_ptr<ChildProcess> child(new ChildProcess());
   child->pid_ = pid;
@@ -440,6 +480,7 @@ void ChildProcess::JoinReaders() {
 
 void ChildProcess::Detach() {
   detached_ = true;
+  Forget(pid_);
   if (out_reader_.joinable()) out_reader_.detach();
   if (err_reader_.joinable()) err_reader_.detach();
 }
@@ -448,6 +489,7 @@ ChildProcess::~ChildProcess() {
   if (detached_) return;
   if (!Poll() || !ProcessesInSession(pid_).empty())
     TerminateSession(absl::Seconds(1));
+  Forget(pid_);
   JoinReaders();
 }
 

@@ -108,6 +108,11 @@ std::vector<pid_t> ProcessesInSession(pid_t sid);
 // Returns how many processes got SIGKILL.
 int TerminateSessionOf(pid_t sid, absl::Duration grace);
 
+// SIGKILL to every process in the sessions of this process's live
+// children (a stop that cannot wait: `run`'s second Ctrl-C). Returns how
+// many processes were signalled. Safe from any thread.
+int KillChildSessions();
+
 // A child process in its own session whose stdout and stderr lines are
 // delivered to a callback from a reader thread.
 class ChildProcess {

@@ -315,6 +315,16 @@ class Service final : public v1::Coordinator::CallbackService {
                                       CallKind kind,
                                       const std::string& job_id) {
     const auto& md = ctx.client_metadata();
+    // The documented header limit, counted as HTTP/2 does (name + value +
+    // 32 per entry): gRPC's own limit lets larger header blocks through.
+    size_t header_bytes = 0;
+    for (const auto& [name, value] : md)
+      header_bytes += name.size() + value.size() + 32;
+    if (header_bytes > static_cast<size_t>(options_.max_metadata_bytes)) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "request headers are %d bytes, more than the %d allowed",
+          header_bytes, options_.max_metadata_bytes));
+    }
     auto it = md.find("authorization");
     if (it == md.end())
       return absl::UnauthenticatedError("missing bearer token");

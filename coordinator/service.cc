@@ -185,6 +185,17 @@ absl::StatusOr<std::unique_ptr<CoordinatorService>> CoordinatorService::Start(
 
 CoordinatorService::~CoordinatorService() { Shutdown(); }
 
+void CoordinatorService::CancelAll(absl::Duration wait) {
+  const std::vector<v1::JobState> open = {v1::JOB_QUEUED, v1::JOB_LAUNCHING,
+                                          v1::JOB_RUNNING};
+  for (const v1::Job& j : manager_->ListJobs(open, "", 100000))
+    manager_->RequestCancel(j.job_id()).IgnoreError();
+  cv_.notify_all();
+  const absl::Time give_up = absl::Now() + wait;
+  while (absl::Now() < give_up && !manager_->ListJobs(open, "", 1).empty())
+    absl::SleepFor(absl::Milliseconds(50));
+}
+
 void CoordinatorService::Shutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);

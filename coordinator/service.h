@@ -94,6 +94,10 @@ class CoordinatorService {
   // Stops the scheduler and the server. Running jobs are left to a later
   // coordinator on the same data dir (their workers keep retrying).
   void Shutdown();
+  // Cancels every job that is not over and waits up to `wait` for their
+  // ends (their processes get SIGTERM, then SIGKILL); for a stop that must
+  // leave nothing running (`serve --on-stop cancel`).
+  void CancelAll(absl::Duration wait);
 
  private:
   CoordinatorService() = default;

@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <cerrno>
+
 #include "absl/strings/str_format.h"
 #include "core/status_macros.h"
 
@@ -9,6 +11,13 @@ namespace ringmaster {
 namespace {
 
 absl::Status SqlError(sqlite3* db, const char* what) {
+  const int code = sqlite3_extended_errcode(db) & 0xff;
+  if (code == SQLITE_FULL || (code == SQLITE_IOERR && errno == ENOSPC)) {
+    const char* file = sqlite3_db_filename(db, "main");
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("no space left on device: %s (sqlite: %s: %s)",
+                        file ? file : "?", what, sqlite3_errmsg(db)));
+  }
   return absl::InternalError(
       absl::StrFormat("sqlite: %s: %s", what, sqlite3_errmsg(db)));
 }
@@ -90,10 +99,8 @@ Store::~Store() {
 absl::Status Store::Exec(const char* sql) {
   char* err = nullptr;
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    absl::Status s = absl::InternalError(
-        absl::StrFormat("sqlite: %s: %s", sql, err ? err : "?"));
     sqlite3_free(err);
-    return s;
+    return SqlError(db_, sql);
   }
   return absl::OkStatus();
 }

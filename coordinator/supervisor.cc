@@ -487,6 +487,9 @@ std::optional<Outcome> JobSupervisor::Decide() {
     o.failure.set_rank(-1);
     return o;
   }
+  // Results that cannot be stored end the job (nothing measured is kept
+  // once the store refuses it).
+  if (snap->store_failure) return Failed(*snap->store_failure);
   // A rank that stopped on a failure says so in its final report.
   for (const RankStatus& r : snap->ranks) {
     if (r.final && r.failure.reason() != v1::FAILURE_REASON_UNSPECIFIED)
@@ -564,9 +567,9 @@ std::optional<Outcome> JobSupervisor::DecideEnd(const JobSnapshot& snap,
   if (snap.failed_result) return Failed(*snap.failed_result);
   auto stored = manager_->CountResults(job_id_, snap.job.attempt());
   if (stored.ok() && *stored < snap.cases) {
-    return Failed(MakeFailure(v1::WORKER_EXIT, -1, "",
-                              absl::StrFormat("only %d of %d results arrived",
-                                              *stored, snap.cases)));
+    return Failed(MakeFailure(
+        v1::WORKER_EXIT, -1, "",
+        absl::StrFormat("only %d of %d results arrived", *stored, snap.cases)));
   }
   return ended;
 }

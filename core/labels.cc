@@ -17,7 +17,49 @@ double RelativeCi(const v1::Stats& s) {
   return (s.median_ci95_high_s() - s.median_ci95_low_s()) / 2 / s.median_s();
 }
 
-std::string BenchLabel(const v1::Case& c) {
+std::string Printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  const auto* b = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  auto hex = [&out](unsigned char c) {
+    absl::StrAppendFormat(&out, "\\x%02x", c);
+  };
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = b[i];
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20 || c == 0x7F) {
+      hex(c);
+    } else if (c < 0x80) {
+      out += static_cast<char>(c);
+    } else {
+      // A well-formed multi-byte sequence that is not a C1 control stays.
+      const size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+      bool ok = len > 0 && c <= 0xF4 && i + len <= n;
+      for (size_t k = 1; ok && k < len; ++k) ok = (b[i + k] & 0xC0) == 0x80;
+      if (ok && c == 0xC2 && b[i + 1] <= 0x9F) ok = false;  // C1
+      if (!ok) {
+        hex(c);
+        ++i;
+        continue;
+      }
+      out.append(text.substr(i, len));
+      i += len;
+      continue;
+    }
+    ++i;
+  }
+  return out;
+}
+
+namespace {
+
+std::string UnescapedLabel(const v1::Case& c) {
   if (!c.kind().empty()) {
     // A plug-in kind: its name and parameters (sorted by name).
     std::vector<std::string> parts = {c.kind()};
@@ -76,6 +118,12 @@ std::string BenchLabel(const v1::Case& c) {
       break;
   }
   return absl::StrJoin(parts, " ");
+}
+
+}  // namespace
+
+std::string BenchLabel(const v1::Case& c) {
+  return Printable(UnescapedLabel(c));
 }
 
 }  // namespace ringmaster

@@ -98,6 +98,7 @@ constexpr Entry<v1::FailureReason> kFailureReasons[] = {
     {v1::COORDINATOR_RESTART, "coordinator_restart"},
     {v1::REJECTED, "rejected"},
     {v1::BACKEND_ERROR, "backend_error"},
+    {v1::STORE_ERROR, "store_error"},
 };
 
 template <typename E, size_t N>

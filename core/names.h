@@ -40,7 +40,7 @@ bool IsReduction(v1::Collective c);
 std::string_view BackendName(v1::Backend b);
 std::optional<v1::Backend> ParseBackend(std::string_view name);
 
-// "worker_exit", "rank_hung", ... (RELIABILITY.md's closed set).
+// "worker_exit", "rank_hung", ... (the closed set of docs/limits.md).
 std::string_view FailureReasonName(v1::FailureReason r);
 
 // Node benchmarks (plan keys bench, method, direction, pattern, memory,

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <span>
 #include <sstream>
@@ -542,14 +543,7 @@ absl::StatusOr<v1::Plan> ParsePlanYaml(std::string_view yaml,
         absl::StrFormat("%s:%d: (yaml): nesting deeper than %d levels",
                         source_name, line, limits.max_nesting));
   }
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    int line = e.mark.is_null() ? 0 : e.mark.line + 1;
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s:%d: (yaml): invalid YAML: %s", source_name, line, e.msg));
-  }
+  RM_ASSIGN_OR_RETURN(YAML::Node root, LoadYamlDocument(yaml, source_name));
   try {
     PlanParser parser(source_name, limits);
     RM_ASSIGN_OR_RETURN(v1::Plan plan, parser.Parse(root));
@@ -567,24 +561,63 @@ absl::StatusOr<v1::Plan> ParsePlanYaml(std::string_view yaml,
 
 absl::StatusOr<v1::Plan> LoadPlanFile(const std::string& path,
                                       const PlanLimits& limits) {
+  if (path.empty()) {
+    return absl::InvalidArgumentError(
+        "(plan): an empty path names no plan file");
+  }
+  auto text = ReadBoundedText(path, limits.max_plan_bytes, "plan file");
+  if (!text.ok()) return text.status();
+  return ParsePlanYaml(*text, path == "-" ? "(stdin)" : path, limits);
+}
+
+absl::StatusOr<std::string> ReadBoundedText(const std::string& path,
+                                            int64_t max_bytes,
+                                            const std::string& what) {
+  const bool from_stdin = path == "-";
   std::error_code ec;
-  if (std::filesystem::exists(path, ec) &&
-      !std::filesystem::is_regular_file(path, ec)) {
-    return absl::NotFoundError(
-        absl::StrFormat("%s: cannot read plan file: not a regular file", path));
+  if (!from_stdin) {
+    // The size before reading: a huge (or sparse) file is refused at once.
+    const auto status = std::filesystem::status(path, ec);
+    if (!ec && std::filesystem::exists(status) &&
+        !std::filesystem::is_regular_file(status)) {
+      return absl::NotFoundError(absl::StrFormat(
+          "%s: cannot read %s: not a regular file", path, what));
+    }
+    const auto size = std::filesystem::file_size(path, ec);
+    if (!ec && static_cast<int64_t>(size) > max_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s:1: (plan): file is %d bytes, more than the %d "
+                          "allowed",
+                          path, size, max_bytes));
+    }
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrFormat("%s: cannot read plan file: %s",
-                                               path, std::strerror(errno)));
+  std::ifstream file;
+  if (!from_stdin) {
+    file.open(path, std::ios::binary);
+    if (!file) {
+      return absl::NotFoundError(absl::StrFormat("%s: cannot read %s: %s", path,
+                                                 what, std::strerror(errno)));
+    }
   }
-  std::ostringstream text;
-  text << in.rdbuf();
+  std::istream& in = from_stdin ? std::cin : file;
+  // At most one byte past the limit: a stream's size is known only by
+  // reading it.
+  std::string text;
+  std::array<char, 65536> buf;
+  while (in && static_cast<int64_t>(text.size()) <= max_bytes) {
+    in.read(buf.data(), buf.size());
+    text.append(buf.data(), static_cast<size_t>(in.gcount()));
+  }
   if (in.bad()) {
-    return absl::NotFoundError(absl::StrFormat("%s: cannot read plan file: %s",
-                                               path, std::strerror(errno)));
+    return absl::NotFoundError(absl::StrFormat("%s: cannot read %s: %s", path,
+                                               what, std::strerror(errno)));
   }
-  return ParsePlanYaml(text.str(), path, limits);
+  if (static_cast<int64_t>(text.size()) > max_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s:1: (plan): more than the %d bytes allowed",
+                        from_stdin ? "(stdin)" : path, max_bytes));
+  }
+  return text;
 }
 
 }  // namespace ringmaster

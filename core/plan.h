@@ -44,10 +44,18 @@ absl::StatusOr<v1::Plan> ParsePlanYaml(std::string_view yaml,
                                        const std::string& source_name,
                                        const PlanLimits& limits = {});
 
-// Reads `path` and parses it with ParsePlanYaml. NotFound when the file is
-// missing or unreadable.
+// Reads `path` ("-": standard input) and parses it with ParsePlanYaml.
+// NotFound when the file is missing or unreadable; InvalidArgument for an
+// empty path or a file over the size limit (checked before reading).
 absl::StatusOr<v1::Plan> LoadPlanFile(const std::string& path,
                                       const PlanLimits& limits = {});
+
+// Reads a whole text file ("-": standard input) of at most `max_bytes`,
+// checking the size before reading (InvalidArgument when larger; NotFound
+// when it cannot be read). `what` names it in messages.
+absl::StatusOr<std::string> ReadBoundedText(const std::string& path,
+                                            int64_t max_bytes,
+                                            const std::string& what);
 
 // Lowercase hex SHA-256 of `data`.
 std::string Sha256Hex(std::string_view data);

@@ -28,18 +28,19 @@ std::string OpText(const v1::Case& c) {
 
 // One table section per case spec, collective, type, op, mode, ranks and
 // variant: the line that introduces it.
-std::string Group(const v1::Result& r) {
+std::string UnescapedGroup(const v1::Result& r) {
   const v1::Case& c = r.case_();
   if (c.bench() != v1::BENCH_COLLECTIVE) {
-    std::string g = absl::StrFormat("%s: %s | %d ranks", c.spec_name(),
-                                    BenchLabel(c), r.nranks());
+    std::string g =
+        absl::StrFormat("%s: %s | %d ranks", Printable(c.spec_name()),
+                        BenchLabel(c), r.nranks());
     if (!c.variant().empty()) g += " | variant " + c.variant();
     return g;
   }
-  std::string g =
-      absl::StrFormat("%s: %s %s %s | %s timing | %d ranks", c.spec_name(),
-                      CollectiveName(c.collective()), DataTypeName(c.dtype()),
-                      OpText(c), TimingModeName(r.timing_mode()), r.nranks());
+  std::string g = absl::StrFormat(
+      "%s: %s %s %s | %s timing | %d ranks", Printable(c.spec_name()),
+      CollectiveName(c.collective()), DataTypeName(c.dtype()), OpText(c),
+      TimingModeName(r.timing_mode()), r.nranks());
   if (!c.variant().empty()) {
     g += " | variant " + c.variant();
     if (c.ceiling_gbps() > 0)
@@ -48,8 +49,10 @@ std::string Group(const v1::Result& r) {
   return g;
 }
 
+std::string Group(const v1::Result& r) { return Printable(UnescapedGroup(r)); }
+
 // "SKIPPED: why" or "FAILED reason rank N: detail", for table rows.
-std::string NotOkText(const v1::Result& r) {
+std::string UnescapedNotOkText(const v1::Result& r) {
   const v1::Failure& f = r.failure();
   std::string detail = f.detail().empty() ? "" : ": " + f.detail();
   if (r.status() == v1::SKIPPED) return "SKIPPED" + detail;
@@ -58,8 +61,13 @@ std::string NotOkText(const v1::Result& r) {
       f.rank() >= 0 ? absl::StrFormat(" rank %d", f.rank()) : "", detail);
 }
 
-std::string CsvField(std::string_view s) {
-  if (s.find_first_of(",\"\n") == std::string_view::npos) return std::string(s);
+std::string NotOkText(const v1::Result& r) {
+  return Printable(UnescapedNotOkText(r));
+}
+
+std::string CsvField(std::string_view raw) {
+  const std::string s = Printable(raw);
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string out = "\"";
   for (char ch : s) {
     if (ch == '"') out += '"';
@@ -72,8 +80,8 @@ std::string CsvField(std::string_view s) {
 
 void ConsoleReporter::Begin(const RunContext& context) {
   out_ << absl::StrFormat("# ringmaster %s | job %s | %d ranks | backend %s\n",
-                          context.plan_name, context.job_id, context.nranks,
-                          context.backend);
+                          Printable(context.plan_name), context.job_id,
+                          context.nranks, context.backend);
   const auto& p = context.provenance;
   if (!p.hosts().empty()) {
     std::vector<std::string> ranks;
@@ -180,7 +188,7 @@ void ConsoleReporter::FindSlowRows(const v1::Result& r) {
   out_ << absl::StrFormat(
       "#\n# %s: bad-node finder over %d %s, %s pairs (a pair below %.0f%% "
       "of the median pair is a suspect%s)\n",
-      r.case_().spec_name(), f.member_count(), f.members(),
+      Printable(r.case_().spec_name()), f.member_count(), f.members(),
       FormatBytes(r.case_().size_bytes()), f.slow_ratio() * 100,
       f.repeat() > 1 ? absl::StrFormat("; split and confirmation tests run "
                                        "up to %d times, the median decides",
@@ -341,7 +349,7 @@ void CsvReporter::Report(const v1::Result& r) {
       "%s,%d,%s,%s,%s,%s,%d,%d,%s,%d,%s,%s,%s,%s,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,"
       "%.4f,%.4f,%d,"
       "%d,%.6f,%.6f,%.3f,%d,%.4f,%d,%s,%s,%d,",
-      CsvField(r.job_id()), c.seq(), CsvField(c.spec_name()),
+      CsvField(r.job_id()), c.seq(), CsvField(Printable(c.spec_name())),
       CollectiveName(c.collective()), DataTypeName(c.dtype()), OpText(c),
       c.size_bytes(), c.count(), c.in_place() ? "in_place" : "out_of_place",
       r.nranks(), TimingModeName(r.timing_mode()), CsvField(c.variant()),
@@ -378,8 +386,8 @@ std::vector<const v1::Result*> MedianTrainRuns(
     const std::vector<v1::Result>& results, std::pair<size_t, size_t>* runs) {
   auto key_of = [](const v1::Result& r) {
     const v1::Case& c = r.case_();
-    return absl::StrFormat("%s|%s|%s|%d", c.spec_name(), BenchLabel(c),
-                           c.variant(), r.nranks());
+    return absl::StrFormat("%s|%s|%s|%d", Printable(c.spec_name()),
+                           BenchLabel(c), c.variant(), r.nranks());
   };
   std::map<std::string, std::vector<const v1::Result*>> groups;
   for (const auto& r : results) {
@@ -454,7 +462,7 @@ std::string TrainSweepLines(const std::vector<const v1::Result*>& results) {
   std::string out;
   auto sweep_key = [](const v1::Result& r) {
     const v1::Case& c = r.case_();
-    return absl::StrFormat("%s (%s, %d rank%s)", c.spec_name(),
+    return absl::StrFormat("%s (%s, %d rank%s)", Printable(c.spec_name()),
                            c.train().inference() ? "inference" : "train",
                            r.nranks(), r.nranks() == 1 ? "" : "s");
   };
@@ -526,9 +534,9 @@ std::string GradientUnderflowLines(
     out += absl::StrFormat(
         "# %s %s batch %d %s, %d rank%s: %.1f%% of gradient entries are zero "
         "after the last step (%s%s)%s\n",
-        z >= kGradientsUnderflowed ? "warning:" : "note:", c.spec_name(),
-        c.train().batch(), DataTypeName(c.dtype()), r.nranks(),
-        r.nranks() == 1 ? "" : "s", 100 * z,
+        z >= kGradientsUnderflowed ? "warning:" : "note:",
+        Printable(c.spec_name()), c.train().batch(), DataTypeName(c.dtype()),
+        r.nranks(), r.nranks() == 1 ? "" : "s", 100 * z,
         z >= kGradientsUnderflowed ? "underflow" : "partial underflow", hint,
         z >= kGradientsUnderflowed
             ? ": the step multiplies zeros, which runs faster "
@@ -555,7 +563,8 @@ std::string RenderTrainScaling(const std::vector<v1::Result>& all) {
     const v1::Result& r = *p;
     const v1::Case& c = r.case_();
     if (r.status() != v1::OK) continue;
-    std::string key = absl::StrFormat("%s: %s", c.spec_name(), BenchLabel(c));
+    std::string key =
+        absl::StrFormat("%s: %s", Printable(c.spec_name()), BenchLabel(c));
     if (!c.variant().empty()) key += ", variant " + c.variant();
     if (!rows.count(key)) order.push_back(key);
     rows[key].push_back(&r);
@@ -587,7 +596,7 @@ InterHostPairs(const std::vector<v1::Result>& results,
     const std::string& b = hosts[c.dst_rank()];
     if (a == b) continue;  // within a node: not about the node's links
     std::string title =
-        absl::StrFormat("%s: %s, %s", c.spec_name(), BenchLabel(c),
+        absl::StrFormat("%s: %s, %s", Printable(c.spec_name()), BenchLabel(c),
                         FormatBytes(c.size_bytes()));
     if (!c.variant().empty()) title += ", variant " + c.variant();
     if (!groups.count(title) && order) order->push_back(title);
@@ -691,8 +700,8 @@ std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
                             ? absl::StrFormat("%dx%dx%d", c.gemm().m(),
                                               c.gemm().n(), c.gemm().k())
                             : FormatBytes(c.size_bytes());
-    std::string title =
-        absl::StrFormat("%s: %s, %s", c.spec_name(), BenchLabel(c), point);
+    std::string title = absl::StrFormat("%s: %s, %s", Printable(c.spec_name()),
+                                        BenchLabel(c), point);
     if (!c.variant().empty()) title += ", variant " + c.variant();
     auto [it, fresh] = matrices.try_emplace(title);
     if (fresh) order.push_back(title);
@@ -809,9 +818,10 @@ std::string RenderVariantComparison(const std::vector<v1::Result>& results) {
       variants.push_back(c.variant());
       ceilings[c.variant()] = c.ceiling_gbps();
     }
-    std::string key = absl::StrFormat(
-        "%s|%d|%d|%d|%d|%d|%d|%d", c.spec_name(), c.collective(), c.dtype(),
-        c.op(), c.size_bytes(), c.in_place(), c.nranks(), c.timing().mode());
+    std::string key =
+        absl::StrFormat("%s|%d|%d|%d|%d|%d|%d|%d", Printable(c.spec_name()),
+                        c.collective(), c.dtype(), c.op(), c.size_bytes(),
+                        c.in_place(), c.nranks(), c.timing().mode());
     if (!row_case.count(key)) {
       row_keys.push_back(key);
       row_case[key] = &c;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
+#include "core/labels.h"
 
 namespace ringmaster {
 namespace {
@@ -174,7 +175,10 @@ std::string Ramp(double f) {
 
 }  // namespace
 
-std::string XmlEscape(std::string_view s) {
+std::string XmlEscape(std::string_view raw) {
+  // Control characters first (shown as \xHH): no raw control byte reaches
+  // a page.
+  const std::string s = Printable(raw);
   std::string out;
   out.reserve(s.size());
   for (char c : s) {

@@ -90,13 +90,27 @@ absl::StatusOr<double> ParseDurationSeconds(std::string_view text) {
     return absl::InvalidArgumentError("duration must not be negative");
   }
   std::string unit = absl::AsciiStrToLower(std::string(suffix));
-  if (unit.empty() || unit == "s") return value;
-  if (unit == "ms") return value * 1e-3;
-  if (unit == "us") return value * 1e-6;
-  if (unit == "ns") return value * 1e-9;
-  if (unit == "m" || unit == "min") return value * 60;
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "unknown duration unit \"%s\" (expected s, ms, us, ns or min)", suffix));
+  double seconds = 0;
+  if (unit.empty() || unit == "s") {
+    seconds = value;
+  } else if (unit == "ms") {
+    seconds = value * 1e-3;
+  } else if (unit == "us") {
+    seconds = value * 1e-6;
+  } else if (unit == "ns") {
+    seconds = value * 1e-9;
+  } else if (unit == "m" || unit == "min") {
+    seconds = value * 60;
+  } else {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "unknown duration unit \"%s\" (expected s, ms, us, ns or min)",
+        suffix));
+  }
+  if (!std::isfinite(seconds) || seconds > kMaxDurationSeconds) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "duration must be at most %.0f s (30 days)", kMaxDurationSeconds));
+  }
+  return seconds;
 }
 
 std::string FormatBytes(int64_t bytes) {

@@ -17,7 +17,11 @@ namespace ringmaster {
 // Parses a byte count. Rejects negatives, fractions of a byte and overflow.
 absl::StatusOr<int64_t> ParseSizeBytes(std::string_view text);
 
-// Parses a duration to seconds. Rejects negatives, NaN and infinity.
+// The longest duration a plan or an option may give: 30 days.
+inline constexpr double kMaxDurationSeconds = 30.0 * 24 * 3600;
+
+// Parses a duration to seconds. Rejects negatives, NaN, infinity and more than
+// kMaxDurationSeconds.
 absl::StatusOr<double> ParseDurationSeconds(std::string_view text);
 
 // "8 B", "64 KiB", "1.5 MiB": binary units, at most 3 significant decimals.

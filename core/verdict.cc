@@ -18,6 +18,7 @@
 #include "core/stats.h"
 #include "core/status_macros.h"
 #include "core/units.h"
+#include "core/yaml_read.h"
 
 namespace ringmaster {
 namespace {
@@ -360,13 +361,9 @@ absl::StatusOr<Rule> ParseRule(const std::string& file, const YAML::Node& n,
 
 absl::StatusOr<Rules> ParseRulesYaml(const std::string& text,
                                      const std::string& file) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s:%d: not valid YAML: %s", file, e.mark.line + 1, e.msg));
-  }
+  auto loaded = LoadYamlDocument(text, file);
+  if (!loaded.ok()) return loaded.status();
+  YAML::Node root = *loaded;
   if (!root.IsMap()) {
     return Error(file, root, "(top)", "expected a map with name and rules");
   }

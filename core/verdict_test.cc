@@ -281,7 +281,7 @@ TEST(Verdict, RulesFileErrorsNameLineFieldAndExpectation) {
       {"rules:\n  - {name: a, mni: 1}\n",
        "rules.yaml:2: rules[0].mni: unknown key"},
       {"name: x\n", "rules.yaml:1: rules: expected a list"},
-      {"rules: [\n", "rules.yaml:2: not valid YAML"},
+      {"rules: [\n", "rules.yaml:2: (yaml): invalid YAML"},
   };
   for (const Bad& b : cases) {
     auto r = ParseRulesYaml(b.yaml, "rules.yaml");

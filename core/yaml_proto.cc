@@ -236,13 +236,9 @@ void EmitMessage(YAML::Emitter& out, const Message& msg) {
 absl::Status YamlToMessage(const std::string& text, const std::string& file,
                            google::protobuf::Message* message) {
   message->Clear();
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s:%d: not valid YAML: %s", file, e.mark.line + 1, e.msg));
-  }
+  auto loaded = LoadYamlDocument(text, file);
+  if (!loaded.ok()) return loaded.status();
+  YAML::Node root = *loaded;
   return Reader(file).ReadMessage(root, "", message);
 }
 

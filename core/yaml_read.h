@@ -77,6 +77,18 @@ class YamlReader {
   int max_list_entries_;
 };
 
+// Parses `text` as exactly one YAML document for a file Ringmaster reads.
+// Refused, each with "file:line: (yaml): ...": a NUL byte, bytes that are
+// not UTF-8 (with their byte offset), control characters other than tab,
+// newline and carriage return (raw, or written as escapes inside a quoted
+// scalar), a second document, and a key given twice in one mapping.
+absl::StatusOr<YAML::Node> LoadYamlDocument(std::string_view text,
+                                            const std::string& file);
+
+// The first control character (C0 other than tab, newline and carriage
+// return, DEL, or a C1 code point) in UTF-8 `text`: its byte offset, or -1.
+int64_t FirstControlCharacter(std::string_view text, bool allow_whitespace);
+
 }  // namespace ringmaster
 
 #endif  // RINGMASTER_CORE_YAML_READ_H_

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "core/detected_topology.h"
 #include "core/faults.h"
 #include "core/fingerprint.h"
+#include "core/memory_need.h"
 #include "core/placement.h"
 #include "core/telemetry.h"
 #include "spdlog/spdlog.h"
@@ -27,6 +29,7 @@
 #include "worker/coordinator_client.h"
 #include "worker/heartbeat.h"
 #include "worker/kinds/kind.h"
+#include "worker/measure.h"
 
 namespace ringmaster {
 namespace {
@@ -110,6 +113,7 @@ class RankSession : public CaseEnv {
   void StartTelemetry();
   int RunCases();
   absl::StatusOr<v1::Result> RunOne(const v1::Case& c);
+  std::optional<v1::Result> DoesNotFit(const v1::Case& c, int n);
   void GatherTelemetry(double case_start, v1::Result* result);
   int Report(const v1::Case& c, v1::Result result);
   void Finish();
@@ -118,6 +122,7 @@ class RankSession : public CaseEnv {
   std::unique_ptr<HostComm> world_;
   std::unique_ptr<CommControl> control_;
   int rank_ = 0, nranks_ = 1, local_rank_ = 0;
+  int local_ranks_ = 0;  // ranks on this host, once a memory check asked
   std::vector<Fault> faults_;
   std::unique_ptr<BackendProvider> launch_, host_;
   v1::Fingerprint fp_;
@@ -394,6 +399,38 @@ absl::StatusOr<NodeBench*> RankSession::NodeBenchOf(BackendProvider& p) {
   return bench.get();
 }
 
+// Before anything is allocated: a case whose buffers need more memory than
+// any rank has is SKIPPED on every rank with the figures. Every rank walks
+// every case, so the gather lines up.
+std::optional<v1::Result> RankSession::DoesNotFit(const v1::Case& c, int n) {
+  const int64_t need = CaseMemoryBytes(c, n);
+  if (need <= 0) return std::nullopt;
+  std::string why;
+  BackendProvider* provider = ProviderFor(c, &why);
+  if (provider == nullptr) return std::nullopt;  // the kind says why
+  if (local_ranks_ == 0) {
+    auto on_host = world_->RanksOnHost();
+    local_ranks_ = on_host.ok() ? std::max(*on_host, 1) : 1;
+  }
+  const int64_t available =
+      provider->FreeMemoryPerRank(local_rank_, local_ranks_);
+  const absl::Status mine = available > 0 && need > available
+                                ? absl::UnimplementedError(DoesNotFitReason(
+                                      need, available, provider->MemoryName()))
+                                : absl::OkStatus();
+  v1::Result agreed;
+  if (AllRanksOk(mine, *control_, &agreed, Unsupported::kSkipped))
+    return std::nullopt;
+  v1::Result skipped = SkippedResult(c, n, agreed.failure().detail());
+  if (agreed.status() != v1::SKIPPED) {
+    skipped.set_status(v1::FAILED);
+    *skipped.mutable_failure() = agreed.failure();
+  } else {
+    skipped.mutable_failure()->set_rank(agreed.failure().rank());
+  }
+  return skipped;
+}
+
 // Runs `c` through its kind on the ranks the kind asks for; an error here
 // (a communicator that cannot be split) ends the job.
 absl::StatusOr<v1::Result> RankSession::RunOne(const v1::Case& c) {
@@ -407,6 +444,7 @@ absl::StatusOr<v1::Result> RankSession::RunOne(const v1::Case& c) {
         absl::StrFormat("no benchmark kind \"%s\" in this worker (it has: %s)",
                         name, absl::StrJoin(KindNames(), ", ")));
   }
+  if (auto too_big = DoesNotFit(c, n)) return *too_big;
   if (!kind->RunsOnCaseRanks()) return kind->Run(c, *this);
   if (n > nranks_) {
     v1::Result result = SkippedResult(

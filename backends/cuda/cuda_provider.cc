@@ -45,6 +45,10 @@ class CudaProvider : public BackendProvider {
     if (!created.ok()) return created.status();
     return std::unique_ptr<Trainer>(std::move(*created));
   }
+  int64_t FreeMemoryPerRank(int local_rank, int /*local_ranks*/) override {
+    return CudaFreeMemory(DeviceOf(local_rank));
+  }
+  std::string MemoryName() const override { return "GPU memory"; }
   std::unique_ptr<TelemetrySource> NewTelemetrySource(int local_rank) override {
     const int dev = DeviceOf(local_rank);
     const std::string bus = CudaBusId(dev);

@@ -37,6 +37,17 @@ std::string CudaDeviceName(int device) {
   return prop.name;
 }
 
+int64_t CudaFreeMemory(int device) {
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess) previous = device;
+  size_t free_bytes = 0, total = 0;
+  const bool ok = cudaSetDevice(device) == cudaSuccess &&
+                  cudaMemGetInfo(&free_bytes, &total) == cudaSuccess;
+  if (!ok) cudaGetLastError();
+  cudaSetDevice(previous);
+  return ok ? static_cast<int64_t>(free_bytes) : 0;
+}
+
 std::string DescribeGpusJson() {
   nlohmann::json out;
   out["devices"] = nlohmann::json::array();

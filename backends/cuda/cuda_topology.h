@@ -3,6 +3,7 @@
 #ifndef RINGMASTER_BACKENDS_CUDA_CUDA_TOPOLOGY_H_
 #define RINGMASTER_BACKENDS_CUDA_CUDA_TOPOLOGY_H_
 
+#include <cstdint>
 #include <string>
 
 namespace ringmaster {
@@ -18,6 +19,9 @@ std::string DescribeGpusJson();
 // when there is none.
 std::string CudaBusId(int device);
 std::string CudaDeviceName(int device);
+
+// Free memory of `device` (cudaMemGetInfo), 0 when it cannot be read.
+int64_t CudaFreeMemory(int device);
 
 }  // namespace ringmaster
 
