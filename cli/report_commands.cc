@@ -156,10 +156,28 @@ int CompareCommand(const CompareCommandOptions& o) {
   const auto rows = CompareResults(*base, *next, options);
   std::map<Verdict, int> counts;
   for (const auto& m : rows) ++counts[m.verdict];
+  if (counts[Verdict::kMissing] + counts[Verdict::kAdded] ==
+      static_cast<int>(rows.size())) {
+    // A gate aimed at the wrong folder must not pass.
+    return Fail(
+        absl::StrFormat(
+            "nothing to compare: none of the %d measurement(s) of %s "
+            "matches one of the %d of %s (different plans, or the "
+            "wrong folder?)",
+            counts[Verdict::kMissing], o.base, counts[Verdict::kAdded], o.next),
+        kExitNothingCompared);
+  }
   const CompareSummary summary = SummarizeComparison(rows, options);
-  const bool regressed = counts[Verdict::kWorse] > 0 ||
-                         counts[Verdict::kFailed] > 0 ||
-                         summary.verdict == Verdict::kWorse;
+  int base_runs = 0;
+  for (const auto& m : rows) base_runs = std::max(base_runs, m.base_runs);
+  // Fewer than 3 base runs: the run-to-run noise is unknown, so slower
+  // samples cannot be told from a slower machine moment. Failed results
+  // still regress.
+  const bool slower =
+      counts[Verdict::kWorse] > 0 || summary.verdict == Verdict::kWorse;
+  const bool inconclusive = slower && base_runs < 3;
+  const bool regressed =
+      counts[Verdict::kFailed] > 0 || (slower && !inconclusive);
   if (o.format == "json") {
     nlohmann::json out;
     out["alpha"] = o.alpha;
@@ -196,11 +214,10 @@ int CompareCommand(const CompareCommandOptions& o) {
     out["summary"]["machine_p"] = summary.machine_p;
     out["summary"]["paired"] = summary.paired;
     out["regressed"] = regressed;
+    out["inconclusive"] = inconclusive;
     std::cout << out.dump(1) << "\n";
     return regressed ? kExitJobFailed : kExitOk;
   }
-  int base_runs = 0;
-  for (const auto& m : rows) base_runs = std::max(base_runs, m.base_runs);
   std::cout << absl::StrFormat(
       "# ringmaster compare: %s (%d results, %d run(s)) -> %s (%d results); "
       "time per operation, lower is better\n# a change counts when "
@@ -251,7 +268,13 @@ int CompareCommand(const CompareCommandOptions& o) {
       rows.size(), counts[Verdict::kSame], counts[Verdict::kBetter],
       counts[Verdict::kWorse], counts[Verdict::kFailed],
       counts[Verdict::kMissing], counts[Verdict::kAdded],
-      regressed ? "REGRESSION" : "no regression");
+      regressed ? "REGRESSION"
+      : inconclusive
+          ? absl::StrFormat("INCONCLUSIVE: %d base run(s) cannot tell a "
+                            "slowdown from run-to-run noise (give 3+ runs: "
+                            "ringmaster run --rounds 3)",
+                            base_runs)
+          : "no regression");
   return regressed ? kExitJobFailed : kExitOk;
 }
 

@@ -30,8 +30,11 @@ struct CompareCommandOptions {
   // longer tells measurements apart, so A's and B's match.
   std::string base_variant, new_variant;
 };
-// Exit 0 when nothing got worse or failed, 1 when something did, 2 on bad
-// input.
+// Exit 0 when nothing got worse or failed (or, with fewer than 3 base runs,
+// when slower figures cannot be told from noise: "INCONCLUSIVE"), 1 when a
+// result failed or got worse beyond the noise, 2 on bad input,
+// kExitNothingCompared when no measurement of one side matches the other.
+inline constexpr int kExitNothingCompared = 9;
 int CompareCommand(const CompareCommandOptions& options);
 
 struct VerdictCommandOptions {

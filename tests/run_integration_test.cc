@@ -979,3 +979,46 @@ cases:
 
 }  // namespace
 }  // namespace ringmaster
+
+namespace ringmaster {
+namespace {
+
+// `compare` must not pass a gate aimed at the wrong folder (nothing
+// matched: its own exit code), and one base run against one new run cannot
+// call a slowdown (run-to-run noise unknown): inconclusive, not exit 1.
+TEST_F(RunTest, CompareWithNothingMatchedFailsAndOneRunIsInconclusive) {
+  const std::string plan =
+      std::string(RINGMASTER_SOURCE_DIR) + "/tests/plans/compare.yaml";
+  auto run = [&](const std::string& out, const std::string& fault) {
+    Outcome o = RunRingmaster({"run", plan, "--np", "2", "--backend", "host",
+                               "--out", out, "--quiet"},
+                              {{"RINGMASTER_FAULT", fault}});
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+  };
+  const std::string base = (dir_ / "base").string();
+  const std::string slow = (dir_ / "slow").string();
+  run(base, "");
+  run(slow, "slow:factor=2");
+  Outcome other =
+      RunRingmaster({"run", plan_, "--np", "2", "--backend", "host", "--out",
+                     (dir_ / "other").string(), "--quiet"});
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+
+  Outcome none = RunRingmaster({"compare", base, (dir_ / "other").string()});
+  EXPECT_EQ(none.exit_code, 9) << none.out << none.err;
+  EXPECT_THAT(none.err, HasSubstr("nothing to compare"));
+
+  Outcome one = RunRingmaster({"compare", base, slow});
+  EXPECT_EQ(one.exit_code, 0) << one.out << one.err;
+  EXPECT_THAT(one.out, HasSubstr("INCONCLUSIVE: 1 base run(s)"));
+  Outcome json = RunRingmaster({"compare", base, slow, "--format", "json"});
+  auto j = nlohmann::json::parse(json.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << json.out;
+  EXPECT_EQ(j["inconclusive"], true);
+  EXPECT_EQ(j["regressed"], false);
+  // The figures still say slower: the verdict is what changed.
+  EXPECT_GT(j["summary"]["median_change"].get<double>(), 0.3);
+}
+
+}  // namespace
+}  // namespace ringmaster
