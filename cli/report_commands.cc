@@ -13,6 +13,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cli/run_command.h"
+#include "coordinator/store.h"
+#include "coordinator/supervisor.h"
 #include "core/compare.h"
 #include "core/html_report.h"
 #include "core/report.h"
@@ -29,10 +31,61 @@ int Fail(const std::string& message, int code = kExitUsage) {
   return code;
 }
 
+// The jobs of the stores beside `inputs` (a `--out` root holds
+// ringmaster.db; a job folder or a results file sits below it), by id:
+// their state, failure and case count, which results alone do not say.
+std::map<std::string, v1::Job> StoredJobs(
+    const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
+  std::set<std::string> dbs;
+  for (const std::string& in : inputs) {
+    std::error_code ec;
+    fs::path p = fs::weakly_canonical(in, ec);
+    if (ec) continue;
+    if (!fs::is_directory(p, ec)) p = p.parent_path();
+    for (const fs::path& dir : {p, p.parent_path()}) {
+      const fs::path db = dir / "ringmaster.db";
+      if (fs::is_regular_file(db, ec)) dbs.insert(db.string());
+    }
+  }
+  std::map<std::string, v1::Job> jobs;
+  for (const std::string& db : dbs) {
+    auto store = Store::Open(db);
+    if (!store.ok()) continue;
+    auto all = (*store)->AllJobs();
+    if (!all.ok()) continue;
+    for (auto& j : *all) jobs.emplace(j.job_id(), std::move(j));
+  }
+  return jobs;
+}
+
+// A job's end as its store has it: CANCELLED or FAILED with the reason,
+// and the cases that never ran.
+void ApplyStoredEnd(const v1::Job& job, int results, RunSummary* summary) {
+  const int never_ran = job.cases_size() - results;
+  const std::string not_run =
+      never_ran > 0 && job.state() != v1::JOB_SUCCEEDED
+          ? absl::StrFormat("; %d of %d cases never ran", never_ran,
+                            job.cases_size())
+          : "";
+  if (job.state() == v1::JOB_CANCELLED) {
+    summary->succeeded = false;
+    summary->cancelled = true;
+    summary->failure =
+        (job.failure().detail().empty() ? std::string("cancelled")
+                                        : job.failure().detail()) +
+        not_run;
+  } else if (job.state() == v1::JOB_FAILED) {
+    summary->succeeded = false;
+    summary->failure = DescribeFailure(job.failure()) + not_run;
+  }
+}
+
 // The terminal views: one section per job, as `ringmaster run` prints it,
 // then the matrices, node summaries and scaling tables over everything.
 void WriteView(const std::vector<v1::Result>& results,
-               const std::string& format) {
+               const std::string& format,
+               const std::map<std::string, v1::Job>& stored = {}) {
   if (format == "jsonl") {
     JsonLinesReporter out(std::cout);
     for (const auto& r : results) out.Report(r);
@@ -69,6 +122,8 @@ void WriteView(const std::vector<v1::Result>& results,
       summary.failure =
           absl::StrFormat("%d failed result(s)", summary.failed_results);
     }
+    if (auto it = stored.find(id); it != stored.end())
+      ApplyStoredEnd(it->second, static_cast<int>(v.size()), &summary);
     out.End(summary);
   }
   std::set<std::string> variants;
@@ -90,7 +145,7 @@ int ReportCommand(const ReportOptions& o) {
   }
   const std::string format =
       o.format.empty() ? (o.html.empty() ? "text" : "") : o.format;
-  if (!format.empty()) WriteView(*results, format);
+  if (!format.empty()) WriteView(*results, format, StoredJobs(o.inputs));
   if (!o.html.empty()) {
     HtmlReportOptions h;
     h.title = o.title;
@@ -139,6 +194,50 @@ absl::Status KeepVariant(const std::string& variant, const std::string& where,
   return absl::OkStatus();
 }
 
+// `compare --format json`: every figure, for pipelines.
+void PrintCompareJson(const CompareCommandOptions& o,
+                      const std::vector<MetricComparison>& rows,
+                      std::map<Verdict, int>& counts,
+                      const CompareSummary& summary, bool regressed,
+                      bool inconclusive) {
+  nlohmann::json out;
+  out["alpha"] = o.alpha;
+  out["threshold"] = o.threshold;
+  if (!o.base_variant.empty()) out["base_variant"] = o.base_variant;
+  if (!o.new_variant.empty()) out["new_variant"] = o.new_variant;
+  for (const auto& m : rows) {
+    out["metrics"].push_back({{"key", m.key},
+                              {"metric", m.metric},
+                              {"verdict", std::string(VerdictName(m.verdict))},
+                              {"base_median_s", m.base_median_s},
+                              {"new_median_s", m.new_median_s},
+                              {"change", m.change},
+                              {"ci95", {m.ci_low, m.ci_high}},
+                              {"p_value", m.p_value},
+                              {"base_samples", m.base_samples},
+                              {"new_samples", m.new_samples},
+                              {"base_results", m.base_results},
+                              {"new_results", m.new_results},
+                              {"note", m.note}});
+  }
+  for (const auto& [v, n] : counts)
+    out["summary"][std::string(VerdictName(v))] = n;
+  out["summary"]["verdict"] = std::string(VerdictName(summary.verdict));
+  out["summary"]["median_change"] = summary.median_change;
+  out["summary"]["metrics_timed"] = summary.metrics;
+  out["summary"]["slower"] = summary.slower;
+  out["summary"]["faster"] = summary.faster;
+  out["summary"]["signed_rank_p"] = summary.p_value;
+  out["summary"]["base_runs"] = summary.base_runs;
+  out["summary"]["new_runs"] = summary.new_runs;
+  out["summary"]["machine_change"] = summary.machine_change;
+  out["summary"]["machine_p"] = summary.machine_p;
+  out["summary"]["paired"] = summary.paired;
+  out["regressed"] = regressed;
+  out["inconclusive"] = inconclusive;
+  std::cout << out.dump(1) << "\n";
+}
+
 int CompareCommand(const CompareCommandOptions& o) {
   auto base = LoadResults({o.base});
   if (!base.ok()) return Fail(std::string(base.status().message()));
@@ -179,43 +278,7 @@ int CompareCommand(const CompareCommandOptions& o) {
   const bool regressed =
       counts[Verdict::kFailed] > 0 || (slower && !inconclusive);
   if (o.format == "json") {
-    nlohmann::json out;
-    out["alpha"] = o.alpha;
-    out["threshold"] = o.threshold;
-    if (!o.base_variant.empty()) out["base_variant"] = o.base_variant;
-    if (!o.new_variant.empty()) out["new_variant"] = o.new_variant;
-    for (const auto& m : rows) {
-      out["metrics"].push_back(
-          {{"key", m.key},
-           {"metric", m.metric},
-           {"verdict", std::string(VerdictName(m.verdict))},
-           {"base_median_s", m.base_median_s},
-           {"new_median_s", m.new_median_s},
-           {"change", m.change},
-           {"ci95", {m.ci_low, m.ci_high}},
-           {"p_value", m.p_value},
-           {"base_samples", m.base_samples},
-           {"new_samples", m.new_samples},
-           {"base_results", m.base_results},
-           {"new_results", m.new_results},
-           {"note", m.note}});
-    }
-    for (const auto& [v, n] : counts)
-      out["summary"][std::string(VerdictName(v))] = n;
-    out["summary"]["verdict"] = std::string(VerdictName(summary.verdict));
-    out["summary"]["median_change"] = summary.median_change;
-    out["summary"]["metrics_timed"] = summary.metrics;
-    out["summary"]["slower"] = summary.slower;
-    out["summary"]["faster"] = summary.faster;
-    out["summary"]["signed_rank_p"] = summary.p_value;
-    out["summary"]["base_runs"] = summary.base_runs;
-    out["summary"]["new_runs"] = summary.new_runs;
-    out["summary"]["machine_change"] = summary.machine_change;
-    out["summary"]["machine_p"] = summary.machine_p;
-    out["summary"]["paired"] = summary.paired;
-    out["regressed"] = regressed;
-    out["inconclusive"] = inconclusive;
-    std::cout << out.dump(1) << "\n";
+    PrintCompareJson(o, rows, counts, summary, regressed, inconclusive);
     return regressed ? kExitJobFailed : kExitOk;
   }
   std::cout << absl::StrFormat(

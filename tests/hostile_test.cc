@@ -368,7 +368,8 @@ struct Stop {
 };
 
 // Runs the short plan, stops it as `stop` says, and checks what is left.
-void StopAndCheck(const std::string& dir, int round, const Stop& stop) {
+// True when a cancelled job's report was checked.
+bool StopAndCheck(const std::string& dir, int round, const Stop& stop) {
   SCOPED_TRACE(absl::StrFormat("round %d: %s x%d after %.2f s", round,
                                strsignal(stop.signal), stop.times,
                                stop.after_s));
@@ -396,14 +397,26 @@ void StopAndCheck(const std::string& dir, int round, const Stop& stop) {
   for (pid_t p : left) kill(p, SIGKILL);
   EXPECT_THAT(UnfinishedJobs(out), ::testing::IsEmpty());
   // A run that exited on the signal stored its job as cancelled.
+  bool reported = false;
   if (o.exit_code == 128 + stop.signal) {
-    for (const v1::Job& j : Jobs(out))
+    bool cancelled = false;
+    for (const v1::Job& j : Jobs(out)) {
       EXPECT_NE(j.state(), v1::JOB_FAILED) << j.job_id() << " " << o.err;
+      cancelled = cancelled || j.state() == v1::JOB_CANCELLED;
+    }
+    // `report` says so too (when the job stored a result to report on).
+    Outcome r = Ringmaster({"report", out});
+    if (cancelled && r.exit_code == 0) {
+      EXPECT_THAT(r.out, HasSubstr("# status: CANCELLED"));
+      EXPECT_THAT(r.out, Not(HasSubstr("# status: SUCCEEDED")));
+      reported = true;
+    }
   } else {
     EXPECT_EQ(o.exit_code, 0) << o.err;  // it ended before the signal
   }
   for (const std::string& name : ShmEntries())
     EXPECT_EQ(name.rfind("ringmaster-run-", 0), std::string::npos) << name;
+  return reported;
 }
 
 TEST(HostileFaults, OneSignalAtRandomMomentsLeavesNothing) {
@@ -411,9 +424,12 @@ TEST(HostileFaults, OneSignalAtRandomMomentsLeavesNothing) {
   const std::set<std::string> shm_before = ShmEntries();
   std::mt19937 rng(20261203);
   std::uniform_real_distribution<double> when(0.0, 2.5);
+  int reported = 0;
   for (int round = 0; round < 12; ++round) {
-    StopAndCheck(dir, round, {round % 2 == 0 ? SIGTERM : SIGINT, 1, when(rng)});
+    reported += StopAndCheck(dir, round,
+                             {round % 2 == 0 ? SIGTERM : SIGINT, 1, when(rng)});
   }
+  EXPECT_GT(reported, 0) << "no round stopped a job that had results";
   EXPECT_EQ(ShmEntries(), shm_before);
 }
 
