@@ -4,9 +4,12 @@
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "core/status_macros.h"
 #include "core/units.h"
 
@@ -326,30 +329,35 @@ absl::StatusOr<YAML::Node> LoadYamlDocument(std::string_view text,
         LineAt(text, ctl),
         static_cast<unsigned char>(text[static_cast<size_t>(ctl)]), ctl));
   }
-  std::vector<YAML::Node> docs;
+  // A second document: a `---` or `...` marker line after content. Found
+  // in the text (yaml-cpp's LoadAll loops forever on some malformed input;
+  // a marker cannot occur inside a scalar at column 0).
+  bool content = false;
+  int line_no = 0;
+  for (absl::string_view line :
+       absl::StrSplit(absl::string_view(text.data(), text.size()), '\n')) {
+    ++line_no;
+    const bool marker = line == "---" || absl::StartsWith(line, "--- ") ||
+                        line == "..." || absl::StartsWith(line, "... ");
+    if (marker && content) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s:%d: (yaml): a second YAML document; a file holds one (remove "
+          "the `---` or split the file)",
+          file, line_no));
+    }
+    const absl::string_view stripped = absl::StripLeadingAsciiWhitespace(line);
+    if (!marker && !stripped.empty() && stripped[0] != '#' &&
+        !absl::StartsWith(line, "%"))
+      content = true;
+  }
+  YAML::Node root;
   try {
-    docs = YAML::LoadAll(std::string(text));
+    root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     const int line = e.mark.is_null() ? 0 : e.mark.line + 1;
     return absl::InvalidArgumentError(
         absl::StrFormat("%s:%d: (yaml): invalid YAML: %s", file, line, e.msg));
   }
-  if (docs.size() > 1) {
-    // yaml-cpp marks an empty document at 0; find its `---` in the text.
-    int line = docs[1].Mark().is_null() ? 0 : docs[1].Mark().line + 1;
-    if (line <= 1) {
-      size_t pos = text.find("\n---");
-      if (text.substr(0, 3) == "---") pos = text.find("\n---", 3);
-      line = pos == std::string_view::npos
-                 ? 0
-                 : LineAt(text, static_cast<int64_t>(pos) + 1);
-    }
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s:%d: (yaml): a second YAML document; a file holds one (remove "
-        "the `---` or split the file)",
-        file, line));
-  }
-  YAML::Node root = docs.empty() ? YAML::Node() : docs.front();
   try {
     if (auto s = CheckTree(root, file, 0); !s.ok()) return s;
   } catch (const YAML::Exception& e) {

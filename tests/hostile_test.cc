@@ -176,7 +176,7 @@ TEST(HostileInput, BadPlansAreRefusedWithTheirLine) {
       static_cast<int>(std::count(good.begin(), good.end(), '\n'));
   const std::vector<Bad> bad = {
       {"two documents", good + "---\nname: second\ncases: []\n",
-       absl::StrFormat(":%d: (yaml): a second YAML document", lines + 2)},
+       absl::StrFormat(":%d: (yaml): a second YAML document", lines + 1)},
       {"duplicate key", good + "name: again\n",
        absl::StrFormat(":%d: (yaml): key \"name\" given twice", lines + 1)},
       {"NUL byte", "name: a\nx: \"b" + std::string(1, '\0') + "c\"\n",
