@@ -535,17 +535,21 @@ void JobRun::End() {
   outcome_.failed = failure.has_value();
 }
 
+// "PATH: no space left on device" (or errno's text) for a failed write.
+std::string WriteErrorText(const fs::path& path, int err) {
+  return absl::StrFormat("%s: %s", path.string(),
+                         err == ENOSPC ? "no space left on device"
+                         : err != 0    ? std::strerror(err)
+                                       : "write failed");
+}
+
 // The first failed write to a result file, with errno while it is fresh.
 void JobRun::NoteWriteError() {
   if (tuning_ || !write_error_.empty()) return;
   for (auto [file, name] : {std::pair{&jsonl_file_, "results.jsonl.partial"},
                             std::pair{&csv_file_, "results.csv.partial"}}) {
     if (file->good()) continue;
-    const int err = errno;
-    write_error_ = absl::StrFormat("%s: %s", (job_dir_ / name).string(),
-                                   err == ENOSPC ? "no space left on device"
-                                   : err != 0    ? std::strerror(err)
-                                                 : "write failed");
+    write_error_ = WriteErrorText(job_dir_ / name, errno);
     return;
   }
 }
@@ -570,11 +574,8 @@ std::string JobRun::CloseResultFiles() {
       if (!ec) continue;
     }
     if (lost.empty()) {
-      lost = absl::StrFormat("%s: %s", partial.string(),
-                             ec              ? ec.message()
-                             : err == ENOSPC ? "no space left on device"
-                             : err != 0      ? std::strerror(err)
-                                             : "write failed");
+      lost = ec ? partial.string() + ": " + ec.message()
+                : WriteErrorText(partial, err);
     }
     fs::remove(partial, ec);
   }
