@@ -126,6 +126,12 @@ void AddRun(CLI::App& app, CliOptions* o, CliCommands* c) {
                    "(default: ringmaster-worker beside this one)")
       ->check(CLI::ExistingFile);
   c->validate
+      ->add_option("--np", o->validate_np,
+                   "Count the cases as a launch of this many ranks runs them "
+                   "(default: the plan's ranks, else 2, as `run` on a "
+                   "machine without GPUs)")
+      ->check(CLI::Range(1, 4096));
+  c->validate
       ->add_option("--topology", o->validate_topology,
                    "Topology file: check each case's memory need against its "
                    "GPU's memory")
@@ -203,6 +209,11 @@ void AddMachineAndModel(CLI::App& app, CliOptions* o, CliCommands* c) {
                    "predictions (repeatable)")
       ->allow_extra_args(false)
       ->check(CLI::ExistingFile);
+  c->predict
+      ->add_option("--price-per-gpu-hour", o->predict.price_per_gpu_hour,
+                   "USD per GPU-hour for the cost columns (default: the "
+                   "topology's price_per_gpu_hour; 0 shows no cost)")
+      ->check(FiniteRange(0, 1e6));
   c->predict->add_option("--format", o->predict.format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
@@ -294,7 +305,8 @@ void AddServe(CLI::App& app, CliOptions* o, CliCommands* c) {
   c->serve = app.add_subcommand(
       "serve",
       "Run the coordinator service: accepts plans (ringmaster submit), "
-      "launches them through mpirun one admission slot at a time, stores "
+      "launches them through its launcher (mpirun, Slurm, Kubernetes, or "
+      "ranks started elsewhere) one admission slot at a time, stores "
       "every result in DIR/ringmaster.db and survives restarts. Writes the "
       "admin token to DIR/admin.token (mode 0600).");
   auto& so = o->serve.service;
@@ -448,7 +460,8 @@ void AddServeLimits(CLI::App& app, CliOptions* o, CliCommands* c) {
 void AddClients(CLI::App& app, CliOptions* o, CliCommands* c) {
   if (const char* addr = std::getenv("RINGMASTER_COORDINATOR"))
     o->client.coordinator = addr;
-  auto add_client_options = [o](CLI::App* cmd) {
+  // `results` has a --format of its own (text, csv, jsonl).
+  auto add_client_options = [o](CLI::App* cmd, bool format = true) {
     cmd->add_option("--coordinator", o->client.coordinator,
                     "Coordinator address (or $RINGMASTER_COORDINATOR)")
         ->capture_default_str();
@@ -463,13 +476,20 @@ void AddClients(CLI::App& app, CliOptions* o, CliCommands* c) {
     cmd->add_option("--call-timeout", o->client.timeout_s,
                     "Deadline of each call, seconds")
         ->capture_default_str();
-    cmd->add_flag("--json", o->client.json, "JSON output");
+    if (!format) return;
+    cmd->add_option("--format", o->client.format, "text or json")
+        ->check(CLI::IsMember({"text", "json"}))
+        ->capture_default_str();
+    // The older spelling of --format json, kept for scripts (not listed).
+    cmd->add_flag("--json", o->client.json, "Same as --format json")->group("");
   };
   c->submit = app.add_subcommand(
       "submit", "Submit a plan to a coordinator; prints the job id last");
   c->submit->add_option("plan", o->submit.plan_path, "Plan file (YAML)")
       ->required();
-  c->submit->add_option("--np", o->submit.np, "Number of ranks")
+  c->submit
+      ->add_option("--np", o->submit.np,
+                   "Number of ranks (default: the plan's ranks, else 2)")
       ->check(CLI::Range(1, 65536));
   c->submit->add_option("--backend", o->submit.backend, "auto, host or cuda")
       ->check(CLI::IsMember({"auto", "host", "cuda"}))
@@ -487,9 +507,12 @@ void AddClients(CLI::App& app, CliOptions* o, CliCommands* c) {
       ->check(Seconds());
   c->submit->add_option("--env", o->submit.env,
                         "NAME=value for the ranks (NCCL_* only; repeatable)");
-  c->submit->add_option("--output", o->submit.output,
-                        "Export the finished job to OUTPUT/JOB_ID/ under the "
+  c->submit->add_option("--export", o->submit.output,
+                        "Export the finished job to EXPORT/JOB_ID/ under the "
                         "coordinator's results root (e.g. nightly/h200)");
+  // The older name of --export (not listed).
+  c->submit->add_option("--output", o->submit.output, "Same as --export")
+      ->group("");
   add_client_options(c->submit);
   c->status = app.add_subcommand(
       "status", "One job's state, or the latest jobs without JOB");
@@ -503,14 +526,15 @@ void AddClients(CLI::App& app, CliOptions* o, CliCommands* c) {
   add_client_options(c->watch);
   c->results = app.add_subcommand("results", "A job's stored results");
   c->results->add_option("job", o->job, "Job id")->required();
-  c->results->add_option("--format", o->results_format, "table, csv or jsonl")
-      ->check(CLI::IsMember({"table", "csv", "jsonl"}))
+  // "table" is the older name of "text" (accepted, not listed).
+  c->results->add_option("--format", o->results_format, "text, csv or jsonl")
+      ->check(CLI::IsMember({"text", "csv", "jsonl", "table"}))
       ->capture_default_str();
   c->results
       ->add_option("--status", o->results_status,
                    "Only results with this status")
       ->check(CLI::IsMember({"OK", "FAILED", "SKIPPED"}));
-  add_client_options(c->results);
+  add_client_options(c->results, /*format=*/false);
   c->cancel = app.add_subcommand(
       "cancel", "Cancel a job: its processes get SIGTERM, then SIGKILL");
   c->cancel->add_option("job", o->job, "Job id")->required();
@@ -522,7 +546,9 @@ void AddLaunchSpec(CLI::App& app, CliOptions* o, CliCommands* c) {
   c->launch_spec = app.add_subcommand(
       "launch-spec",
       "Print what a launcher submits for a plan (an sbatch script running "
-      "srun --mpi=pmix), for submitting by hand with a job's worker token");
+      "srun --mpi=pmix, a kubeflow MPIJob, or an Indexed Job), for "
+      "submitting by hand with a job's worker token. k8s-mpijob and k8s-job "
+      "require --coordinator, --job and --image");
   c->launch_spec
       ->add_option("plan", o->launch_spec.plan_path, "Plan file (YAML)")
       ->required();
@@ -549,11 +575,12 @@ void AddLaunchSpec(CLI::App& app, CliOptions* o, CliCommands* c) {
                              "Slurm partition");
   c->launch_spec->add_option(
       "--coordinator", o->launch_spec.coordinator,
-      "Coordinator address (default: $RINGMASTER_COORDINATOR "
-      "when the job starts)");
-  c->launch_spec->add_option("--job", o->launch_spec.job_id,
-                             "Job id from `ringmaster submit` (default: "
-                             "$RINGMASTER_JOB when the job starts)");
+      "Coordinator address; required for k8s-mpijob and k8s-job (slurm "
+      "default: $RINGMASTER_COORDINATOR when the job starts)");
+  c->launch_spec->add_option(
+      "--job", o->launch_spec.job_id,
+      "Job id from `ringmaster submit`; required for k8s-mpijob and k8s-job "
+      "(slurm default: $RINGMASTER_JOB when the job starts)");
   c->launch_spec->add_option("--worker", o->launch_spec.worker,
                              "ringmaster-worker path on the nodes");
   c->launch_spec
@@ -561,10 +588,17 @@ void AddLaunchSpec(CLI::App& app, CliOptions* o, CliCommands* c) {
       ->check(CLI::IsMember({"auto", "host", "cuda"}))
       ->capture_default_str();
   c->launch_spec
-      ->add_option("--output", o->launch_spec.output, "Slurm output file")
+      ->add_option("--slurm-log", o->launch_spec.output,
+                   "Slurm's output file (sbatch --output)")
       ->capture_default_str();
-  c->launch_spec->add_option("--image", o->launch_spec.image,
-                             "Worker image (k8s-mpijob, k8s-job)");
+  // The older name of --slurm-log (not listed).
+  c->launch_spec
+      ->add_option("--output", o->launch_spec.output, "Same as --slurm-log")
+      ->group("");
+  c->launch_spec->add_option(
+      "--image", o->launch_spec.image,
+      "Worker image; required for k8s-mpijob and k8s-job (for k8s-mpijob "
+      "it must run sshd: deploy/docker/worker.Dockerfile's does)");
   c->launch_spec->add_option("--namespace", o->launch_spec.namespace_,
                              "Kubernetes namespace (k8s-mpijob, k8s-job)");
   c->launch_spec->add_option(

@@ -19,6 +19,7 @@ namespace ringmaster {
 struct CliOptions {
   RunOptions run;
   std::string validate_path, validate_worker, validate_topology;
+  int validate_np = 0;  // 0: the plan's ranks, else 2
   TopoOptions topo;
   PredictOptions predict;
   ReportOptions report;
@@ -29,7 +30,7 @@ struct CliOptions {
   SubmitOptions submit;
   std::string job;  // status, watch, results, cancel
   int list_limit = 20;
-  std::string results_format = "table";
+  std::string results_format = "text";
   std::string results_status;
   LaunchSpecOptions launch_spec;
 };

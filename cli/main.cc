@@ -44,7 +44,7 @@ int Dispatch(ringmaster::CliOptions& o, const ringmaster::CliCommands& c,
   }
   if (c.validate->parsed())
     return ValidateCommand(o.validate_path, o.validate_worker,
-                           o.validate_topology);
+                           o.validate_topology, o.validate_np);
   if (c.report->parsed()) return ReportCommand(o.report);
   if (c.compare->parsed()) return CompareCommand(o.compare);
   if (c.verdict->parsed()) return VerdictCommand(o.verdict);
@@ -75,7 +75,9 @@ int main(int argc, char** argv) {
   CLI::App app{
       "Ringmaster: what does this GPU cluster really deliver, and why?\n"
       "Runs benchmark plans through mpirun and stores every result: at once "
-      "(run), or through a long-running coordinator (serve, submit, watch)."};
+      "(run), or through a long-running coordinator (serve, submit, watch).",
+      // The name usage lines show, whatever path started the binary.
+      "ringmaster"};
   app.set_version_flag("--version", std::string("ringmaster ") +
                                         ringmaster::RingmasterVersion() + " (" +
                                         ringmaster::GitSha() + ")");

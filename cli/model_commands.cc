@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -83,6 +85,37 @@ CpuTopology DetectCpu() {
   return c;
 }
 
+// One core's memory copy rate, GB/s (bytes copied per second, the best of
+// 5 copies of 256 MiB): the path between host ranks of one node, for a node
+// without GPUs. 256 MiB is far past any CPU cache.
+double MeasureMemoryCopyGbps() {
+  constexpr size_t kBytes = size_t{256} << 20;
+  std::vector<char> a(kBytes, 1), b(kBytes, 2);
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    std::memcpy(b.data(), a.data(), kBytes);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (s > 0) best = std::max(best, kBytes / s / 1e9);
+    a[i] = b[kBytes - 1 - i];  // keep the copies from being elided
+  }
+  return best;
+}
+
+void FillCpu(const CpuTopology& cpu, v1::CpuSpec* out) {
+  out->set_packages(cpu.packages);
+  out->set_cores(cpu.cores);
+  out->set_threads(cpu.pus);
+  for (const NumaNode& n : cpu.numa) {
+    v1::NumaSpec* numa = out->add_numa();
+    numa->set_index(n.index);
+    numa->set_cpus(n.cpus);
+    numa->set_memory_gib(std::round(n.memory_gib * 10) / 10);
+  }
+}
+
 }  // namespace
 
 int TopoCommand(const TopoOptions& o) {
@@ -110,12 +143,30 @@ int TopoCommand(const TopoOptions& o) {
   v1::Topology t;
   *t.mutable_node() = DetectedNode(gpus.dump(), nics);
   t.set_id(TopologyId(t.node(), cpu.pus));
+  FillCpu(cpu, t.mutable_node()->mutable_cpu());
   t.set_name(HostName());
   t.set_nodes(1);
   if (o.format == "yaml") {
     std::cout << "# ringmaster topo on " << HostName()
-              << (gpu_note.empty() ? "" : " (" + gpu_note + ")") << "\n"
-              << MessageToYaml(t);
+              << (gpu_note.empty() ? "" : " (" + gpu_note + ")") << "\n";
+    if (devices.empty()) {
+      // A node of host ranks: its intra-node path is the memory.
+      const double gbps = MeasureMemoryCopyGbps();
+      t.mutable_node()->mutable_cpu()->set_memory_gbps(std::round(gbps * 10) /
+                                                       10);
+      std::cout << "# no GPUs: a node of host ranks, one per core; "
+                   "cpu.memory_gbps is one core's memcpy of 256 MiB, "
+                   "measured now (best of 5)\n";
+    }
+    for (const DetectedNic& n : nics) {
+      if (n.gbit_s <= 0) {
+        std::cout << absl::StrFormat(
+            "# NIC %s (%s): speed unknown (down or virtual), not in "
+            "node.nics\n",
+            n.name, n.kind);
+      }
+    }
+    std::cout << MessageToYaml(t);
     return kExitOk;
   }
   std::cout << absl::StrFormat("host %s (topology id %s)\n", HostName(),
@@ -175,7 +226,7 @@ namespace {
 // results; the node count from the hosts of the ranks.
 absl::Status ReadMeasurements(const std::vector<std::string>& files,
                               std::vector<Measurement>* out, int* nranks,
-                              int* nodes) {
+                              int* nodes, v1::Provenance* provenance) {
   absl::Status read = ForEachResult(files, [&](const v1::Result& r) {
     if (r.status() != v1::OK || r.case_().bench() != v1::BENCH_COLLECTIVE ||
         r.case_().collective() != v1::ALL_REDUCE ||
@@ -183,6 +234,7 @@ absl::Status ReadMeasurements(const std::vector<std::string>& files,
       return;
     if (*nranks == 0) {
       *nranks = r.nranks();
+      *provenance = r.provenance();
       // A ladder rung runs on the launch's first nranks ranks.
       const auto& all_hosts = r.provenance().hosts();
       std::set<std::string> hosts(
@@ -218,6 +270,40 @@ absl::StatusOr<std::map<std::pair<std::string, bool>, double>> ReadComputeSteps(
   return out;
 }
 
+// Whether results measured on `measured` can calibrate `t`'s model: the
+// same kind of GPU (a model fitted to CPU ranks, or to other GPUs, says
+// nothing about this system's links).
+absl::Status SameSystem(const v1::Provenance& measured, const v1::Topology& t,
+                        const std::string& files) {
+  std::string gpu;
+  for (const std::string& m : measured.gpu_models())
+    if (!m.empty()) gpu = m;
+  const std::string host = measured.hosts().empty() ? "?" : measured.hosts(0);
+  const std::string want = t.node().gpu().model();
+  if (gpu.empty() && !IsHostNode(t.node())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--calibrate: %s were measured on host ranks (%s) of %s, without "
+        "GPUs; the topology %s describes %d %s GPU(s) per node. Calibrate on "
+        "results measured on the system the topology describes",
+        files, measured.backend().empty() ? "host" : measured.backend(), host,
+        t.id(), t.node().gpus(), want.empty() ? "unnamed" : want));
+  }
+  auto lower = [](std::string s) {
+    for (char& ch : s) ch = static_cast<char>(std::tolower(ch));
+    return s;
+  };
+  if (!gpu.empty() && !want.empty() &&
+      lower(gpu).find(lower(want)) == std::string::npos &&
+      lower(want).find(lower(gpu)) == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--calibrate: %s were measured on %s GPUs of %s; the topology %s "
+        "describes %s GPUs. Calibrate on results measured on the system the "
+        "topology describes",
+        files, gpu, host, t.id(), want));
+  }
+  return absl::OkStatus();
+}
+
 std::string DtypeKey(v1::DataType t) {
   switch (t) {
     case v1::BFLOAT16:
@@ -239,14 +325,19 @@ int PredictCalibration(const PredictOptions& o, v1::Topology* topology,
   nlohmann::json& summary = *out;
   std::vector<Measurement> all;
   int nranks = 0, measured_nodes = 1;
-  if (auto s = ReadMeasurements(o.calibrate, &all, &nranks, &measured_nodes);
+  v1::Provenance measured_on;
+  if (auto s = ReadMeasurements(o.calibrate, &all, &nranks, &measured_nodes,
+                                &measured_on);
       !s.ok())
     return Fail(std::string(s.message()));
-  if (nranks != measured_nodes * t.node().gpus()) {
+  if (auto s = SameSystem(measured_on, t, absl::StrJoin(o.calibrate, ", "));
+      !s.ok())
+    return Fail(std::string(s.message()));
+  if (nranks != measured_nodes * RanksPerNode(t.node())) {
     return Fail(absl::StrFormat(
         "the results ran on %d rank(s) over %d node(s); the topology %s has "
-        "%d GPU(s) per node",
-        nranks, measured_nodes, t.id(), t.node().gpus()));
+        "%d rank(s) per node",
+        nranks, measured_nodes, t.id(), RanksPerNode(t.node())));
   }
   auto min_bytes = ParseSizeBytes(o.min_size);
   if (!min_bytes.ok())
@@ -354,12 +445,21 @@ int PredictCollectives(const v1::Plan& plan, const v1::Topology& t, int nodes,
   const Ceilings ceil = PathCeilings(t);
   const v1::ModelParams m = EffectiveParams(t);
   std::cout << absl::StrFormat(
-      "# predict %s on %s: %d node(s) x %d GPU(s) = %d ranks\n", plan.name(),
-      t.name(), nodes, t.node().gpus(), nranks);
-  std::cout << absl::StrFormat(
-      "# speed of light per direction: NVLink %.4g GB/s, PCIe %.4g GB/s, "
-      "network %.4g GB/s per node (%.4g per GPU)\n",
-      ceil.nvlink_gbps, ceil.pcie_gbps, ceil.net_node_gbps, ceil.net_gpu_gbps);
+      "# predict %s on %s: %d node(s) x %d %s = %d ranks\n", plan.name(),
+      t.name(), nodes, RanksPerNode(t.node()),
+      IsHostNode(t.node()) ? "host rank(s)" : "GPU(s)", nranks);
+  if (IsHostNode(t.node())) {
+    std::cout << absl::StrFormat(
+        "# speed of light per direction: memory %.4g GB/s per rank, network "
+        "%.4g GB/s per node (%.4g per rank)\n",
+        ceil.pcie_gbps, ceil.net_node_gbps, ceil.net_gpu_gbps);
+  } else {
+    std::cout << absl::StrFormat(
+        "# speed of light per direction: NVLink %.4g GB/s, PCIe %.4g GB/s, "
+        "network %.4g GB/s per node (%.4g per GPU)\n",
+        ceil.nvlink_gbps, ceil.pcie_gbps, ceil.net_node_gbps,
+        ceil.net_gpu_gbps);
+  }
   std::cout << absl::StrFormat(
       "# model (%s): efficiency NVLink %.3f, PCIe %.3f, network %.3f; step "
       "%.2f us intra, %.2f us inter; base %.1f us\n",
@@ -455,6 +555,30 @@ int PredictSideBySide(const PredictOptions& o, const v1::Topology& t, int nodes,
   return kExitOk;
 }
 
+// Each training case at its own rung, and at one node and at the whole
+// system described: the plan's ladder was written for the machine it ran
+// on, and the question here is the system predicted. Inference cases go to
+// `inference` by name (not modelled).
+std::vector<std::pair<const v1::Case*, int>> TrainingRungs(
+    const v1::Topology& t, int nranks, const std::vector<v1::Case>& cases,
+    std::set<std::string>* inference) {
+  std::set<std::tuple<std::string, bool, int>> done;
+  std::vector<std::pair<const v1::Case*, int>> rungs;
+  for (const v1::Case& c : cases) {
+    if (c.bench() != v1::BENCH_TRAIN) continue;
+    if (c.train().inference()) {
+      inference->insert(c.spec_name());
+      continue;
+    }
+    for (int n : {c.nranks() > 0 ? c.nranks() : nranks,
+                  std::min(nranks, RanksPerNode(t.node())), nranks}) {
+      if (done.insert({c.spec_name(), c.train().overlap(), n}).second)
+        rungs.push_back({&c, n});
+    }
+  }
+  return rungs;
+}
+
 // Training cases: the data-parallel step on each rung of the ladder.
 int PredictTraining(const PredictOptions& o, const v1::Topology& t, int nranks,
                     const std::vector<v1::Case>& cases,
@@ -477,12 +601,12 @@ int PredictTraining(const PredictOptions& o, const v1::Topology& t, int nranks,
     DpStepPrediction p;
   };
   std::vector<TrainRow> train;
-  std::set<std::tuple<std::string, bool, int>> done;
   std::map<std::string, int> spec_order;
-  for (const v1::Case& c : cases) {
-    if (c.bench() != v1::BENCH_TRAIN || c.train().inference()) continue;
-    const int n = c.nranks() > 0 ? c.nranks() : nranks;
-    if (!done.insert({c.spec_name(), c.train().overlap(), n}).second) continue;
+  std::set<std::string> inference;
+  const std::vector<std::pair<const v1::Case*, int>> rungs =
+      TrainingRungs(t, nranks, cases, &inference);
+  for (const auto& [case_ptr, n] : rungs) {
+    const v1::Case& c = *case_ptr;
     spec_order.emplace(c.spec_name(), static_cast<int>(spec_order.size()));
     DpStepSpec spec;
     spec.layers = c.train().layers();
@@ -509,8 +633,8 @@ int PredictTraining(const PredictOptions& o, const v1::Topology& t, int nranks,
     // A rung of n ranks: whole nodes, or part of one.
     v1::Topology rung = t;
     const int rung_nodes =
-        std::max(1, (n + t.node().gpus() - 1) / t.node().gpus());
-    if (n < t.node().gpus()) rung.mutable_node()->set_gpus(n);
+        std::max(1, (n + RanksPerNode(t.node()) - 1) / RanksPerNode(t.node()));
+    if (n < RanksPerNode(t.node())) SetRanksPerNode(rung.mutable_node(), n);
     auto p = PredictDpStep(rung, rung_nodes, spec);
     if (!p.ok()) return Fail(std::string(p.status().message()));
     const std::string header = absl::StrFormat(
@@ -555,6 +679,16 @@ int PredictTraining(const PredictOptions& o, const v1::Topology& t, int nranks,
                           {"comm_s", r.p.comm_s}});
   }
   if (!train_rows.empty()) (*summary)["train"] = train_rows;
+  for (const std::string& name : inference) {
+    std::cout << absl::StrFormat(
+        "#\n# %s (inference): not predicted: the model covers collectives "
+        "and data-parallel training steps; a forward pass alone has no "
+        "communication to model\n",
+        name);
+  }
+  if (!inference.empty())
+    (*summary)["not_predicted"] =
+        std::vector<std::string>(inference.begin(), inference.end());
   return kExitOk;
 }
 
@@ -564,6 +698,7 @@ int PredictCommand(const PredictOptions& o) {
   auto topo = LoadTopology(o.topology);
   if (!topo.ok()) return Fail(std::string(topo.status().message()));
   v1::Topology t = *topo;
+  if (o.price_per_gpu_hour >= 0) t.set_price_per_gpu_hour(o.price_per_gpu_hour);
   const int nodes = o.nodes > 0 ? o.nodes : std::max(1, t.nodes());
   nlohmann::json summary;
   summary["topology"] = t.id();
@@ -574,7 +709,7 @@ int PredictCommand(const PredictOptions& o) {
   if (!o.plan.empty()) {
     auto plan = LoadPlanFile(o.plan);
     if (!plan.ok()) return Fail(std::string(plan.status().message()));
-    const int nranks = nodes * t.node().gpus();
+    const int nranks = nodes * RanksPerNode(t.node());
     auto cases = ExpandPlan(*plan, 100000, nranks);
     if (!cases.ok()) return Fail(std::string(cases.status().message()));
     Points points;

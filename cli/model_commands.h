@@ -34,6 +34,9 @@ struct PredictOptions {
   // --nodes), and measured busbw from these results where they exist.
   std::vector<std::string> compare;
   std::vector<std::string> measured;
+  // USD per GPU-hour for the cost columns; < 0: the topology's
+  // price_per_gpu_hour (0 there: no cost shown).
+  double price_per_gpu_hour = -1;
 };
 int PredictCommand(const PredictOptions& options);
 

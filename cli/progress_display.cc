@@ -8,12 +8,19 @@
 namespace ringmaster {
 
 ProgressDisplay::ProgressDisplay(std::ostream& out, bool tty,
-                                 int64_t total_cases, absl::Time start)
+                                 std::vector<double> work, absl::Time start)
     : out_(out),
       tty_(tty),
-      total_(std::max<int64_t>(total_cases, 1)),
+      total_(std::max<int64_t>(static_cast<int64_t>(work.size()), 1)),
       start_(start),
-      last_line_(start) {}
+      last_line_(start) {
+  work_done_before_.assign(total_ + 1, 0);
+  for (int64_t i = 0; i < total_; ++i) {
+    const double w =
+        i < static_cast<int64_t>(work.size()) && work[i] > 0 ? work[i] : 1e-3;
+    work_done_before_[i + 1] = work_done_before_[i] + w;
+  }
+}
 
 std::string ProgressDisplay::FormatSeconds(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
@@ -34,10 +41,12 @@ void ProgressDisplay::Update(int64_t done, const std::string& current,
                              absl::Time now) {
   done = std::clamp<int64_t>(done, 0, total_);
   const double elapsed = absl::ToDoubleSeconds(now - start_);
-  // The ETA assumes the cases left take as long as the ones done did.
-  const double eta = done > 0 ? elapsed / static_cast<double>(done) *
-                                    static_cast<double>(total_ - done)
-                              : -1;
+  // The ETA: the time the cases done took, scaled by the estimated time of
+  // the cases left against theirs (an 8 GiB case weighs what it takes).
+  const double done_work = work_done_before_[done];
+  const double left_work = work_done_before_[total_] - done_work;
+  const double eta =
+      done > 0 && done_work > 0 ? elapsed / done_work * left_work : -1;
   const int pct = static_cast<int>(100 * done / total_);
   if (tty_) {
     if (now - last_draw_ < absl::Milliseconds(200) && drawn_) return;

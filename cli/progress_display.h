@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 
@@ -15,8 +16,11 @@ namespace ringmaster {
 class ProgressDisplay {
  public:
   // `out` is where the bar or lines go (stderr); `tty` whether it is a
-  // terminal (the bar is redrawn in place) or not (plain lines).
-  ProgressDisplay(std::ostream& out, bool tty, int64_t total_cases,
+  // terminal (the bar is redrawn in place) or not (plain lines). `work`
+  // holds each case's estimated time (core/case_work.h), in the order the
+  // cases run: the ETA is the time the cases done took, scaled by the
+  // estimates of those left to those done.
+  ProgressDisplay(std::ostream& out, bool tty, std::vector<double> work,
                   absl::Time start);
 
   // Before anything else writes to the terminal: erase the bar.
@@ -34,6 +38,7 @@ class ProgressDisplay {
   std::ostream& out_;
   const bool tty_;
   const int64_t total_;
+  std::vector<double> work_done_before_;  // prefix sums of `work`, size+1
   const absl::Time start_;
   bool drawn_ = false;
   absl::Time last_draw_ = absl::InfinitePast();

@@ -11,7 +11,7 @@ namespace {
 TEST(ProgressDisplay, PlainLinesEveryTenthOrThirtySeconds) {
   std::ostringstream out;
   const absl::Time t0 = absl::FromUnixSeconds(1000);
-  ProgressDisplay p(out, /*tty=*/false, 50, t0);
+  ProgressDisplay p(out, /*tty=*/false, std::vector<double>(50, 1.0), t0);
   p.Update(1, "a", t0 + absl::Seconds(1));  // 2%: nothing yet
   p.Update(5, "b", t0 + absl::Seconds(5));  // 10%, but a short run so far
   EXPECT_EQ(out.str(), "");
@@ -31,7 +31,7 @@ TEST(ProgressDisplay, PlainLinesEveryTenthOrThirtySeconds) {
 TEST(ProgressDisplay, BarRedrawnInPlaceOnATerminal) {
   std::ostringstream out;
   const absl::Time t0 = absl::FromUnixSeconds(1000);
-  ProgressDisplay p(out, /*tty=*/true, 4, t0);
+  ProgressDisplay p(out, /*tty=*/true, std::vector<double>(4, 1.0), t0);
   p.Update(1, "allreduce 1 MiB", t0 + absl::Seconds(2));
   EXPECT_EQ(out.str(),
             "\r\033[K[######------------------] 1/4 cases  25%  2 s elapsed  "
@@ -45,6 +45,20 @@ TEST(ProgressDisplay, BarRedrawnInPlaceOnATerminal) {
   p.Update(4, "", t0 + absl::Seconds(8));
   EXPECT_NE(out.str().find("4/4 cases 100%"), std::string::npos);
   EXPECT_NE(out.str().find("ETA 0 s"), std::string::npos);
+}
+
+// A sweep whose last cases take most of the time: the ETA after the small
+// ones follows their estimated time, not their count.
+TEST(ProgressDisplay, EtaWeighsCasesByTheirEstimatedTime) {
+  std::ostringstream out;
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  // 9 small cases (1 unit each), then one of 91 units.
+  std::vector<double> work(9, 1.0);
+  work.push_back(91.0);
+  ProgressDisplay p(out, /*tty=*/true, work, t0);
+  p.Update(9, "big", t0 + absl::Seconds(9));  // 1 s per unit so far
+  // By counts the ETA would be 1 s; by work it is 91 s.
+  EXPECT_NE(out.str().find("ETA 1:31"), std::string::npos) << out.str();
 }
 
 TEST(ProgressDisplay, FormatSeconds) {

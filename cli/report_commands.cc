@@ -153,6 +153,20 @@ int ReportCommand(const ReportOptions& o) {
                                       absl::UTCTimeZone());
     h.sources = o.inputs;
     h.topologies = topologies;
+    // Jobs that did not succeed, as their stores have them.
+    std::map<std::string, int> per_job;
+    for (const auto& r : *results) ++per_job[r.job_id()];
+    for (const auto& [id, job] : StoredJobs(o.inputs)) {
+      auto n = per_job.find(id);
+      if (n == per_job.end() || job.state() == v1::JOB_SUCCEEDED) continue;
+      RunSummary end;
+      ApplyStoredEnd(job, n->second, &end);
+      if (!end.failure.empty()) {
+        h.job_ends.push_back(absl::StrFormat(
+            "job %s: %s: %s", id, end.cancelled ? "CANCELLED" : "FAILED",
+            end.failure));
+      }
+    }
     const std::string html = RenderHtmlReport(*results, h);
     // Written beside, then renamed: a reader never sees half a report.
     const std::string tmp = o.html + ".tmp";
@@ -365,7 +379,8 @@ int VerdictCommand(const VerdictCommandOptions& o) {
     out["skipped"] = v.skipped;
     out["checks"] = v.findings.size();
     out["failed"] = v.Failed();
-    out["unmatched_rules"] = v.unmatched_rules;
+    out["results_checked"] = v.results_checked;
+    out["not_applicable"] = v.not_applicable;
     out["pass"] = v.Pass();
     out["findings"] = nlohmann::json::array();
     for (const Finding& f : v.findings) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -31,6 +32,8 @@
 #include "coordinator/server.h"
 #include "coordinator/store.h"
 #include "coordinator/supervisor.h"
+#include "core/case_work.h"
+#include "core/labels.h"
 #include "core/memory_need.h"
 #include "core/names.h"
 #include "core/nccl_tuning.h"
@@ -398,7 +401,7 @@ bool JobRun::Launch() {
   // A live bar on a terminal, plain progress lines otherwise; none --quiet.
   if (!options.quiet) {
     progress_.emplace(std::cerr, isatty(STDERR_FILENO) == 1,
-                      static_cast<int64_t>(cases_.size()), start_);
+                      EstimatedCaseSeconds(cases_), start_);
   }
   return true;
 }
@@ -818,8 +821,50 @@ void StateMemoryNeeds(const v1::Plan& plan, const std::vector<v1::Case>& cases,
 
 }  // namespace
 
+// The expansion, one line per case spec: how many cases, of what, over
+// which sizes and rank counts.
+void PrintExpansion(const v1::Plan& plan, const std::vector<v1::Case>& cases) {
+  struct Spec {
+    int cases = 0;
+    std::string what;
+    int64_t min_size = 0, max_size = 0;
+    std::set<int> ranks;
+  };
+  std::map<std::string, Spec> specs;
+  for (const v1::Case& c : cases) {
+    Spec& s = specs[c.spec_name()];
+    if (s.cases++ == 0) s.what = std::string(BenchName(c.bench()));
+    if (c.size_bytes() > 0) {
+      s.min_size = s.min_size == 0 ? c.size_bytes()
+                                   : std::min(s.min_size, c.size_bytes());
+      s.max_size = std::max(s.max_size, c.size_bytes());
+    }
+    if (c.nranks() > 0) s.ranks.insert(c.nranks());
+  }
+  std::cout << absl::StrFormat("# %-24s %-12s %7s  %s\n", "case spec", "bench",
+                               "cases", "sizes, rungs");
+  for (const v1::CaseSpec& spec : plan.cases()) {
+    auto it = specs.find(spec.name());
+    if (it == specs.end()) continue;
+    const Spec& s = it->second;
+    std::string detail;
+    if (s.max_size > 0) {
+      detail = s.min_size == s.max_size
+                   ? FormatBytes(s.max_size)
+                   : FormatBytes(s.min_size) + " to " + FormatBytes(s.max_size);
+    }
+    if (!s.ranks.empty()) {
+      absl::StrAppend(&detail, detail.empty() ? "" : "; ", "ranks ",
+                      absl::StrJoin(s.ranks, ", "));
+    }
+    std::cout << absl::StrFormat("  %-24s %-12s %7d  %s\n",
+                                 Printable(spec.name()), s.what, s.cases,
+                                 detail);
+  }
+}
+
 int ValidateCommand(const std::string& plan_path, const std::string& worker,
-                    const std::string& topology_path) {
+                    const std::string& topology_path, int np) {
   v1::Plan plan;
   std::vector<v1::Case> cases;
   if (!LoadAndExpand(plan_path, worker.empty() ? DefaultWorkerPath() : worker,
@@ -835,22 +880,18 @@ int ValidateCommand(const std::string& plan_path, const std::string& worker,
     }
     topology = std::move(*t);
   }
-  // Node benchmarks over rank pairs or ranks expand once the launch size is
-  // known; here each stands for all of them.
-  int per_rank = 0;
-  for (const auto& c : cases) {
-    per_rank += c.bench() != v1::BENCH_COLLECTIVE &&
-                c.bench() != v1::BENCH_TRAIN && c.bench() != v1::BENCH_PLUGIN &&
-                c.src_rank() < 0 && c.dst_rank() < 0 &&
-                c.pattern() != v1::ALL_RANKS;
+  // Counted as a launch of `ranks` ranks runs them: node benchmarks over
+  // rank pairs or ranks expand per pair or rank, as the job does.
+  const int ranks = np > 0 ? np : (plan.ranks() > 0 ? plan.ranks() : 2);
+  auto launched = ExpandPlan(plan, 100000, ranks);
+  if (!launched.ok()) {
+    Error(plan_path + ": " + std::string(launched.status().message()));
+    return kExitUsage;
   }
   std::cout << absl::StrFormat(
-      "%s: ok: plan \"%s\", %d case specs, %d cases%s\n", plan_path,
-      plan.name(), plan.cases_size(), cases.size(),
-      per_rank > 0 ? absl::StrFormat(" (%d of them expand per rank or "
-                                     "rank pair at launch)",
-                                     per_rank)
-                   : "");
+      "%s: ok: plan \"%s\", %d case specs, %d cases on %d ranks\n", plan_path,
+      plan.name(), plan.cases_size(), launched->size(), ranks);
+  PrintExpansion(plan, *launched);
   StateMemoryNeeds(plan, cases, topology ? &*topology : nullptr);
   return kExitOk;
 }
@@ -944,6 +985,10 @@ int RunCommand(const RunOptions& options,
   Launch launch;
   if (int code = PrepareLaunch(options, plan, &launch); code != kExitOk)
     return code;
+  const std::string same_variants =
+      DropVariantsWithoutEffect(launch.backend, &launch.job);
+  if (!same_variants.empty())
+    std::cerr << "ringmaster: warning: " << same_variants << "\n";
 
   if (const int sig = g_stop_signal.load(); sig != 0) {
     std::cerr << absl::StrFormat("ringmaster: stopped by %s before any job\n",
@@ -1017,6 +1062,7 @@ int RunCommand(const RunOptions& options,
   }
   (*server)->Shutdown();
   std::cout << RenderSummaries(all, several_variants);
+  if (!same_variants.empty()) std::cout << "# note: " << same_variants << "\n";
   if (rounds > 1) SayHowToCompare(options, plan, jobs.size());
   if (const int sig = g_stop_signal.load(); sig != 0) {
     std::cerr << absl::StrFormat("ringmaster: stopped by %s\n", strsignal(sig));

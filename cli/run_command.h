@@ -48,8 +48,10 @@ int RunCommand(const RunOptions& options,
 
 // Validates a plan (with the plug-in kinds of `worker`, empty: the default
 // worker) and prints its expansion summary; exit code as above.
+// Cases are counted as a launch of `np` ranks runs them (0: the plan's
+// ranks, else 2).
 int ValidateCommand(const std::string& plan_path, const std::string& worker,
-                    const std::string& topology_path = "");
+                    const std::string& topology_path = "", int np = 0);
 
 // Prints "ringmaster: error: MESSAGE" on stderr.
 void Error(const std::string& message);

@@ -285,7 +285,7 @@ int SubmitCommand(const ClientOptions& o, const SubmitOptions& s) {
   grpc::Status st = c->stub->SubmitPlan(&ctx, req, &resp);
   if (!st.ok()) return Fail(st, "submit " + s.plan_path);
   const v1::Job& j = resp.job();
-  if (o.json) {
+  if (o.Json()) {
     nlohmann::json out = JobJson(j);
     out["duplicate"] = resp.duplicate();
     out["request_id"] = request_id;
@@ -323,7 +323,7 @@ int StatusCommand(const ClientOptions& o, const std::string& job_id,
     grpc::Status st = c->stub->GetJob(&ctx, req, &resp);
     if (!st.ok()) return Fail(st, "status " + job_id);
     const v1::Job& j = resp.job();
-    if (o.json) {
+    if (o.Json()) {
       nlohmann::json out = JobJson(j);
       out["cases"] = j.cases_size();
       nlohmann::json attempts = nlohmann::json::array();
@@ -356,7 +356,7 @@ int StatusCommand(const ClientOptions& o, const std::string& job_id,
   v1::ListJobsResponse resp;
   grpc::Status st = c->stub->ListJobs(&ctx, req, &resp);
   if (!st.ok()) return Fail(st, "status");
-  if (o.json) {
+  if (o.Json()) {
     for (const auto& j : resp.jobs()) std::cout << JobJson(j).dump() << "\n";
     return kExitOk;
   }
@@ -393,7 +393,7 @@ int WatchCommand(const ClientOptions& o, const std::string& job_id) {
       const v1::Job& j = u.job();
       terminal = j.state() == v1::JOB_SUCCEEDED ||
                  j.state() == v1::JOB_FAILED || j.state() == v1::JOB_CANCELLED;
-      if (o.json) {
+      if (o.Json()) {
         nlohmann::json out = JobJson(j);
         out["cases"] = u.cases();
         nlohmann::json ranks = nlohmann::json::array();
@@ -418,6 +418,10 @@ int WatchCommand(const ClientOptions& o, const std::string& job_id) {
             slowest, r.final() ? u.cases() - 1 : r.progress_seq());
         registered += r.registered();
       }
+      // Heartbeats may lag the results: a stored result's case is done.
+      if (j.results_received() > 0)
+        slowest = std::max<int64_t>(slowest, u.last_seq());
+      slowest = std::min<int64_t>(slowest, u.cases() - 1);
       std::string line = absl::StrFormat(
           "%s  %-9s attempt %d, ranks %d/%d registered, cases %d/%d done, "
           "%d results stored",
@@ -425,8 +429,10 @@ int WatchCommand(const ClientOptions& o, const std::string& job_id) {
           StateName(j.state()), j.attempt(), registered, j.nranks(),
           slowest + 1, u.cases(), j.results_received());
       if (!u.last_case().empty()) {
-        line += absl::StrFormat("; last: %s %s", Printable(u.last_case()),
-                                FormatBytes(u.last_size_bytes()));
+        line += absl::StrFormat("; last: %s%s", Printable(u.last_case()),
+                                u.last_size_bytes() > 0
+                                    ? " " + FormatBytes(u.last_size_bytes())
+                                    : "");
       }
       if (std::string f = FailureLine(j); !f.empty())
         line += "\n  " + Printable(f);
@@ -500,15 +506,22 @@ int ResultsCommand(const ClientOptions& o, const std::string& job_id,
   ctx.job_id = job_id;
   ctx.plan_name = job.job().plan().name();
   ctx.nranks = job.job().nranks();
+  // The backend the ranks ran on ("host (MPI)", "cuda (NCCL)"), as `run`
+  // prints it; the job's request ("auto") only when no result says.
   ctx.backend = job.job().backend();
-  if (!all.empty()) ctx.provenance = all.front().provenance();
+  if (!all.empty()) {
+    ctx.provenance = all.front().provenance();
+    if (!ctx.provenance.backend().empty())
+      ctx.backend = ctx.provenance.backend();
+  }
   reporter->Begin(ctx);
   for (const auto& r : all) reporter->Report(r);
   RunSummary summary = Summarize(all);
   summary.succeeded = job.job().state() == v1::JOB_SUCCEEDED;
   summary.failure = FailureLine(job.job());
   reporter->End(summary);
-  if (format == "table") std::cout << RenderSummaries(all, false);
+  if (format == "text" || format == "table")
+    std::cout << RenderSummaries(all, false);
   return kExitOk;
 }
 
@@ -540,7 +553,7 @@ int CancelCommand(const ClientOptions& o, const std::string& job_id) {
     }
     absl::SleepFor(absl::Milliseconds(100));
   }
-  if (o.json) {
+  if (o.Json()) {
     std::cout << JobJson(j).dump() << "\n";
   } else {
     std::cout << absl::StrFormat("job %s: %s\n", job_id, StateName(j.state()));
@@ -561,6 +574,19 @@ int LaunchSpecCommand(const LaunchSpecOptions& o) {
     return kExitUsage;
   }
   if (o.launcher == "k8s-mpijob" || o.launcher == "k8s-job") {
+    // Every missing required option at once.
+    std::vector<std::string> missing;
+    if (o.coordinator.empty()) missing.push_back("--coordinator");
+    if (o.job_id.empty()) missing.push_back("--job");
+    if (o.image.empty()) missing.push_back("--image");
+    if (!missing.empty()) {
+      Error(absl::StrFormat(
+          "launch-spec --launcher %s: missing %s (required: the pods register "
+          "with that coordinator's job, submitted first with `ringmaster "
+          "submit`, and run that image)",
+          o.launcher, absl::StrJoin(missing, ", ")));
+      return kExitUsage;
+    }
     K8sSpec k;
     k.name =
         DnsLabel("ringmaster-" + (o.job_id.empty() ? plan->name() : o.job_id));

@@ -35,8 +35,10 @@ struct ClientOptions {
   std::string token_file;  // default: $RINGMASTER_TOKEN_FILE, then
                            // ringmaster-data/admin.token
   std::string tls_ca, tls_cert, tls_key;
-  double timeout_s = 10;  // per call
-  bool json = false;
+  double timeout_s = 10;        // per call
+  std::string format = "text";  // or "json"
+  bool json = false;            // --json: the older spelling of --format json
+  bool Json() const { return json || format == "json"; }
 };
 
 struct SubmitOptions {

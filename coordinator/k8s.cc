@@ -211,12 +211,18 @@ absl::StatusOr<std::string> BuildMpiJobManifest(const K8sSpec& s) {
     out << YAML::Key << "name" << YAML::Value
         << (launcher ? "launcher" : "worker");
     out << YAML::Key << "image" << YAML::Value << s.image;
+    out << YAML::Key << "command" << YAML::Value << YAML::BeginSeq;
     if (launcher) {
-      out << YAML::Key << "command" << YAML::Value << YAML::BeginSeq;
       // Quoted: "16" must stay a string (Kubernetes wants strings here).
       for (const auto& a : command) out << YAML::DoubleQuoted << a;
-      out << YAML::EndSeq;
+    } else {
+      // mpi-operator's launcher reaches the workers over ssh with the keys
+      // it mounts in /root/.ssh: each worker runs sshd in the foreground
+      // (the worker image installs it), and mpirun starts the ranks there.
+      out << YAML::DoubleQuoted << "/usr/sbin/sshd" << YAML::DoubleQuoted
+          << "-De";
     }
+    out << YAML::EndSeq;
     EmitEnv(out, s, /*with_token=*/launcher);
     if (!launcher) EmitGpuLimit(out, s.gpus_per_pod);
     EmitTlsMount(out, s);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "coordinator/supervisor.h"
 #include "core/sweep.h"
 
@@ -61,6 +62,27 @@ std::vector<PlannedJob> JobsOfRounds(const v1::Job& base, int rounds) {
     }
   }
   return jobs;
+}
+
+std::string DropVariantsWithoutEffect(const std::string& backend,
+                                      v1::Job* job) {
+  v1::Plan* plan = job->mutable_plan();
+  if (backend != "host" || plan->variants_size() < 2) return "";
+  std::vector<std::string> names;
+  // Plans may set NCCL_* variables only (core/plan.cc); the check stays
+  // here so that a wider set would not be called "the same path".
+  for (const v1::Variant& v : plan->variants()) {
+    for (const auto& [k, value] : v.env())
+      if (k.rfind("NCCL_", 0) != 0) return "";  // this one may differ
+    names.push_back(v.name());
+  }
+  for (v1::Variant& v : *plan->mutable_variants()) v.set_ceiling_gbps(0);
+  for (v1::Case& c : *job->mutable_cases()) c.set_ceiling_gbps(0);
+  return absl::StrFormat(
+      "variants %s set only NCCL_* variables, which the host backend (MPI) "
+      "ignores: they all measure the same path, so their differences are "
+      "run-to-run noise, and no path ceiling applies",
+      absl::StrJoin(names, ", "));
 }
 
 std::vector<v1::Case> TuningProbeCases(std::vector<v1::Case> cases) {

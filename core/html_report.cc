@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/curves.h"
+#include "core/labels.h"
 #include "core/metrics.h"
 #include "core/names.h"
 #include "core/report.h"
@@ -113,6 +114,9 @@ std::string RenderFigure(const Figure& f) {
 
 std::string Num(double v, int digits = 4) {
   if (!std::isfinite(v)) return "";
+  // As the terminal prints large figures: 18396.0, not 1.84e+04.
+  if (std::abs(v) >= 1e4 && std::abs(v) < 1e12)
+    return absl::StrFormat("%.1f", v);
   return absl::StrFormat("%.*g", digits, v);
 }
 
@@ -222,11 +226,11 @@ void Collectives(const std::vector<v1::Result>& results,
     std::vector<std::string> predicted_names;
     std::vector<std::map<int64_t, double>> predicted;
     for (const v1::Topology& t : o.topologies) {
-      const int gpus = t.node().gpus();
+      const int gpus = RanksPerNode(t.node());
       if (gpus <= 0 || !(nranks < gpus || nranks % gpus == 0)) continue;
       // The ranks as whole nodes of the system, or as part of one.
       v1::Topology system = t;
-      if (nranks < gpus) system.mutable_node()->set_gpus(nranks);
+      if (nranks < gpus) SetRanksPerNode(system.mutable_node(), nranks);
       const int nodes = std::max(1, nranks / gpus);
       LineSeries s;
       s.name = nranks < gpus
@@ -339,6 +343,7 @@ void PairHeatmap(const std::string& title,
   Heatmap map;
   map.title = title;
   map.unit = BenchUnit(v.front()->case_());
+  map.lower_is_better = v.front()->case_().bench() == v1::BENCH_LATENCY;
   map.row_label = "rank";
   map.col_label = "rank";
   map.cells.assign(n, std::vector<double>(n, kNaN));
@@ -700,20 +705,43 @@ std::string Throttled(const std::vector<v1::Result>& results) {
 
 // ------------------------------------------------------------ failures
 
+// Failed results only (skips are listed apart, by reason), each with what
+// it measured and its size.
 std::string Failures(const std::vector<v1::Result>& results) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : results) {
-    if (r.status() == v1::OK) continue;
+    if (r.status() != v1::FAILED) continue;
     const v1::Failure& f = r.failure();
     rows.push_back(
         {r.job_id(), std::to_string(r.case_().seq()), r.case_().spec_name(),
-         v1::Status_Name(r.status()), v1::FailureReason_Name(f.reason()),
+         BenchLabel(r.case_()),
+         r.case_().size_bytes() > 0 ? FormatBytes(r.case_().size_bytes()) : "",
+         v1::FailureReason_Name(f.reason()),
          f.rank() >= 0 ? std::to_string(f.rank()) : "", f.host(), f.detail()});
   }
   if (rows.empty()) return "";
-  return Table(
-      {"job", "seq", "case", "status", "reason", "rank", "host", "detail"},
-      rows);
+  return Table({"job", "seq", "case", "what", "size", "reason", "rank", "host",
+                "detail"},
+               rows);
+}
+
+// Skipped cases, one line per reason with its count: expected on a machine
+// that lacks what a case needs, so listed after the figures and folded.
+std::string Skips(const std::vector<v1::Result>& results) {
+  std::vector<std::string> order;
+  std::map<std::string, int> count;
+  for (const auto& r : results) {
+    if (r.status() != v1::SKIPPED) continue;
+    const std::string why = r.failure().detail().empty()
+                                ? std::string("no reason given")
+                                : r.failure().detail();
+    if (count[why]++ == 0) order.push_back(why);
+  }
+  if (order.empty()) return "";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& why : order)
+    rows.push_back({why, std::to_string(count[why])});
+  return Table({"why skipped", "cases"}, rows);
 }
 
 }  // namespace
@@ -740,9 +768,11 @@ std::string RenderHtmlReport(const std::vector<v1::Result>& results,
       results.size(), results.size() == 1 ? "" : "s", ok,
       failed > 0 ? "bad" : "", failed, skipped, Esc(o.generated_at),
       Esc(absl::StrJoin(o.sources, ", ")));
-  html += "<h2>Provenance</h2>\n" + Provenance(results);
+  for (const std::string& end : o.job_ends)
+    html += "<p class=\"bad\">" + Esc(end) + "</p>\n";
   if (std::string f = Failures(results); !f.empty())
     html += "<h2 class=\"bad\">Failures</h2>\n" + f;
+  html += "<h2>Provenance</h2>\n" + Provenance(results);
 
   auto section = [&](const std::string& name,
                      const std::vector<Figure>& figures) {
@@ -765,6 +795,12 @@ std::string RenderHtmlReport(const std::vector<v1::Result>& results,
     html += "<h2 class=\"warn\">Measured while throttled</h2>\n" + t;
   if (std::string nodes = RenderNodeSummary(results); !nodes.empty())
     html += "<h2>Nodes</h2>\n<pre>" + Esc(nodes) + "</pre>\n";
+  if (std::string k = Skips(results); !k.empty()) {
+    html += absl::StrFormat(
+        "<h2>Skipped</h2>\n<details><summary>%d case%s skipped (what this "
+        "machine or launch lacks)</summary>\n%s</details>\n",
+        skipped, skipped == 1 ? "" : "s", k);
+  }
   html += absl::StrFormat("<script>%s</script>\n</body></html>\n", kScript);
   return html;
 }

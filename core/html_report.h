@@ -22,6 +22,9 @@ struct HtmlReportOptions {
   // dashed series (the ranks spread over nodes of its GPU count, or part of
   // one node): NVLink vs PCIe vs InfiniBand vs RoCE side by side.
   std::vector<v1::Topology> topologies;
+  // How jobs that did not succeed ended, shown first: "job J: FAILED:
+  // worker_exit ...; 66 of 124 cases never ran".
+  std::vector<std::string> job_ends;
 };
 
 std::string RenderHtmlReport(const std::vector<v1::Result>& results,

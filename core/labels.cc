@@ -89,8 +89,10 @@ std::string UnescapedLabel(const v1::Case& c) {
     case v1::BENCH_TRAIN: {
       const v1::TrainSpec& t = c.train();
       if (t.inference()) {
+        // Forward passes: "inference", never "train".
+        parts[0] = "inference";
         parts.push_back(absl::StrFormat(
-            "L%d H%d B%d%s %s inference", t.layers(), t.hidden(), t.batch(),
+            "L%d H%d B%d%s %s", t.layers(), t.hidden(), t.batch(),
             t.strong() ? " global" : "/rank", DataTypeName(c.dtype())));
         break;
       }

@@ -114,39 +114,50 @@ void ConsoleReporter::Header() {
       "(%)", "");
 }
 
+// The CI column: the relative 95% half-width in percent, with '*' where
+// sampling stopped at a limit (samples, time) before the CI reached the
+// case's target, so that a wide CI reads as "not settled", not as "noisy
+// at the target".
+std::string ConsoleReporter::CiText(const v1::Result& r) {
+  const v1::Stats& s = r.stats();
+  const double ci = RelativeCi(s);
+  if (ci < 0) return "n/a";
+  const bool short_of_target = r.case_().timing().target_ci() > 0 &&
+                               !s.ci_target_met() &&
+                               s.stop_reason() != "ci_target";
+  if (short_of_target) ++short_of_target_;
+  return absl::StrFormat("%.2f%s", 100 * ci, short_of_target ? "*" : "");
+}
+
 void ConsoleReporter::Report(const v1::Result& r) {
   std::string group = Group(r);
   const bool bench = r.case_().bench() != v1::BENCH_COLLECTIVE;
-  // A group whose cases are all skipped for one reason takes one line.
+  // Skipped benchmark cases: counted by reason, one line each at the end
+  // (a GPU plan on host ranks skips dozens of cases for one reason).
   if (bench && r.status() == v1::SKIPPED) {
-    if (group == last_group_ &&
-        (skipped_group_ || r.failure().detail() == last_skip_))
-      return;
-    if (group != last_group_) {
-      out_ << "# " << group << ": skipped: " << r.failure().detail() << "\n";
-      last_group_ = group;
-      skipped_group_ = true;
-      last_skip_ = r.failure().detail();
-      out_.flush();
-      return;
-    }
+    const std::string why = Printable(r.failure().detail());
+    if (skip_count_[why]++ == 0) skip_order_.push_back(why);
+    return;
   }
   if (r.case_().bench() == v1::BENCH_FIND_SLOW && r.has_find_slow()) {
     FindSlowRows(r);
     last_group_ = group;
     return;
   }
-  if (group != last_group_ || skipped_group_) {
+  if (group != last_group_) {
     out_ << "#\n# " << group << "\n";
     if (bench && r.case_().bench() == v1::BENCH_TRAIN) {
-      TrainHeader();
+      if (r.case_().train().inference()) {
+        InferenceHeader();
+      } else {
+        TrainHeader();
+      }
     } else if (bench) {
       BenchHeader();
     } else {
       Header();
     }
     last_group_ = group;
-    skipped_group_ = false;
   }
   if (bench && r.case_().bench() == v1::BENCH_TRAIN) {
     TrainRow(r);
@@ -164,8 +175,7 @@ void ConsoleReporter::Report(const v1::Result& r) {
     out_ << prefix << "  " << NotOkText(r) << "\n";
   } else {
     const v1::Stats& s = r.stats();
-    double ci = RelativeCi(s);
-    std::string ci_text = ci < 0 ? "n/a" : absl::StrFormat("%.2f", 100 * ci);
+    const std::string ci_text = CiText(r);
     std::string wrong = r.wrong_elements() < 0
                             ? "N/A"
                             : absl::StrFormat("%d", r.wrong_elements());
@@ -238,22 +248,20 @@ void ConsoleReporter::BenchRow(const v1::Result& r) {
     return;
   }
   const v1::Stats& s = r.stats();
-  double ci = RelativeCi(s);
   auto num = [](double v, int decimals) {
     return v > 0 ? absl::StrFormat("%.*f", decimals, v) : std::string("-");
   };
   out_ << prefix
-       << absl::StrFormat(
-              " %10.2f %10.2f %9s %7s %9s %8s %7s %4d %6s  %s\n",
-              s.median_s() * 1e6, s.p99_s() * 1e6, num(r.bandwidth_gbps(), 1),
-              num(r.pct_of_ceiling(), 1), num(r.latency_ns(), 0),
-              num(r.tflops(), 1),
-              r.wrong_elements() < 0
-                  ? std::string("N/A")
-                  : absl::StrFormat("%d", r.wrong_elements()),
-              s.samples(),
-              ci < 0 ? std::string("n/a") : absl::StrFormat("%.2f", 100 * ci),
-              r.path());
+       << absl::StrFormat(" %10.2f %10.2f %9s %7s %9s %8s %7s %4d %6s  %s\n",
+                          s.median_s() * 1e6, s.p99_s() * 1e6,
+                          num(r.bandwidth_gbps(), 1),
+                          num(r.pct_of_ceiling(), 1), num(r.latency_ns(), 0),
+                          r.tflops() > 0 ? absl::StrFormat("%.3g", r.tflops())
+                                         : std::string("-"),
+                          r.wrong_elements() < 0
+                              ? std::string("N/A")
+                              : absl::StrFormat("%d", r.wrong_elements()),
+                          s.samples(), CiText(r), r.path());
   out_.flush();
 }
 
@@ -266,6 +274,14 @@ void ConsoleReporter::TrainHeader() {
                           "/rank", "(last)", "(rel err)");
 }
 
+// Forward passes alone: no gradients to communicate, no loss to check.
+void ConsoleReporter::InferenceHeader() {
+  out_ << absl::StrFormat("#%5s %10s %10s %11s %8s\n", "ranks", "forward",
+                          "p99", "samples/s", "TFLOP/s");
+  out_ << absl::StrFormat("#%5s %10s %10s %11s %8s\n", "", "(ms)", "(ms)", "",
+                          "/rank");
+}
+
 void ConsoleReporter::TrainRow(const v1::Result& r) {
   std::string prefix = absl::StrFormat(" %5d", r.nranks());
   if (r.status() != v1::OK) {
@@ -274,6 +290,14 @@ void ConsoleReporter::TrainRow(const v1::Result& r) {
     return;
   }
   const v1::TrainFigures& t = r.train();
+  if (r.case_().train().inference()) {
+    out_ << prefix
+         << absl::StrFormat(" %10.3f %10.3f %11.1f %8.3g\n",
+                            r.stats().median_s() * 1e3, r.stats().p99_s() * 1e3,
+                            t.samples_per_s(), t.tflops_per_rank());
+    out_.flush();
+    return;
+  }
   out_ << prefix
        << absl::StrFormat(
               " %10.3f %10.3f %10.3f %10.3f %10.3f %11.1f %8.3f %10.6g %9s\n",
@@ -290,6 +314,15 @@ void ConsoleReporter::End(const RunSummary& summary) {
   out_ << absl::StrFormat("# results: %d (%d failed, %d skipped)\n",
                           summary.results, summary.failed_results,
                           summary.skipped_results);
+  for (const std::string& why : skip_order_) {
+    out_ << absl::StrFormat("#   skipped %d: %s\n", skip_count_[why], why);
+  }
+  if (short_of_target_ > 0) {
+    out_ << absl::StrFormat(
+        "# ci95 marked *: %d result(s) where sampling stopped at its sample "
+        "or time limit before the CI reached the case's target\n",
+        short_of_target_);
+  }
   if (summary.ok_collectives > 0 || summary.results == summary.failed_results) {
     out_ << absl::StrFormat("# Avg bus bandwidth    : %g GB/s\n",
                             summary.avg_busbw_gbps);
@@ -500,7 +533,7 @@ std::string TrainSweepLines(const std::vector<const v1::Result*>& results) {
   for (const auto& k : best_order) {
     const v1::Result* r = best[k];
     out += absl::StrFormat(
-        "# best throughput %s: batch %d, %s, %.1f samples/s, %.1f TFLOP/s per "
+        "# best throughput %s: batch %d, %s, %.1f samples/s, %.3g TFLOP/s per "
         "rank, step p50 %.3f ms p99 %.3f ms\n",
         k, r->case_().train().batch(), DataTypeName(r->case_().dtype()),
         r->train().samples_per_s(), r->train().tflops_per_rank(),
@@ -562,7 +595,9 @@ std::string RenderTrainScaling(const std::vector<v1::Result>& all) {
   for (const v1::Result* p : results) {
     const v1::Result& r = *p;
     const v1::Case& c = r.case_();
-    if (r.status() != v1::OK) continue;
+    // Scaling tables are about training steps; inference rows (forward
+    // passes of several batch sizes) are listed above, one per batch.
+    if (r.status() != v1::OK || c.train().inference()) continue;
     std::string key =
         absl::StrFormat("%s: %s", Printable(c.spec_name()), BenchLabel(c));
     if (!c.variant().empty()) key += ", variant " + c.variant();
@@ -720,7 +755,6 @@ std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
   if (order.empty()) return "";
   std::string out;
   std::vector<std::string> notes;
-  std::map<std::string, int> skipped;  // reason -> cases, for groups never run
   for (const auto& title : order) {
     const Matrix& m = matrices[title];
     bool any_run = false;
@@ -730,11 +764,7 @@ std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
       for (const v1::Result* r : runs)
         any_run = any_run || r->status() != v1::SKIPPED;
     }
-    if (!any_run) {
-      for (const auto& [pos, runs] : m.cells)
-        ++skipped[runs.front()->failure().detail()];
-      continue;
-    }
+    if (!any_run) continue;
     const bool gemm = title.find(": gemm") != std::string::npos;
     std::string unit = m.latency ? "ns" : (gemm ? "TFLOP/s" : "GB/s");
     out += absl::StrFormat(
@@ -791,11 +821,9 @@ std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
       out += "\n";
     }
   }
+  // Skipped cases are counted where the results are listed (one line per
+  // reason, counting results as every other view does).
   for (const auto& n : notes) out += "# " + n + "\n";
-  for (const auto& [why, count] : skipped) {
-    out += absl::StrFormat("# skipped %d case%s: %s\n", count,
-                           count == 1 ? "" : "s", why);
-  }
   return out;
 }
 

@@ -6,6 +6,7 @@
 #ifndef RINGMASTER_CORE_REPORT_H_
 #define RINGMASTER_CORE_REPORT_H_
 
+#include <map>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -58,12 +59,17 @@ class ConsoleReporter : public Reporter {
   void BenchHeader();
   void BenchRow(const v1::Result& r);
   void TrainHeader();
+  void InferenceHeader();
   void TrainRow(const v1::Result& r);
   void FindSlowRows(const v1::Result& r);
   std::ostream& out_;
   std::string last_group_;
-  bool skipped_group_ = false;  // last_group_ was announced as skipped
-  std::string last_skip_;
+  // Skipped benchmark cases by reason, in order of first appearance: one
+  // summary line each at the end instead of a line per case.
+  std::vector<std::string> skip_order_;
+  std::map<std::string, int> skip_count_;
+  int short_of_target_ = 0;  // rows whose CI column is marked '*'
+  std::string CiText(const v1::Result& r);
 };
 
 // One JSON object per line: MessageToJsonString of v1::Result.

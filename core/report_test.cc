@@ -292,18 +292,31 @@ TEST(ConsoleReporter, BenchRowsAndSkippedGroups) {
       "a GPU case (backend: cuda) in a launch on host ranks");
   console.Report(skipped);
   skipped.mutable_case_()->set_src_rank(1);
-  console.Report(skipped);  // same group, same reason: no second line
+  console.Report(skipped);  // counted, not printed
+  v1::Result other = skipped;
+  other.mutable_failure()->set_detail("bfloat16 GEMM needs GPUs");
+  console.Report(other);
   console.Report(BenchResult(v1::PAIR, 0, 1, 396.1));
   std::string text = out.str();
-  EXPECT_EQ(
-      text.find(
-          "# gpu_only: p2p ce write uni pairs | 3 ranks: skipped: a GPU case"),
-      0u)
-      << text;
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 6) << text;
+  // Skips take no line among the results...
+  EXPECT_EQ(text.find("skipped"), std::string::npos) << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 5) << text;
   EXPECT_NE(text.find(" 0->1          512 MiB    1355.39    1355.39     396.1  "
                       "  88.0         -"
                       "        -       0    6    n/a  nvlink\n"),
+            std::string::npos)
+      << text;
+  // ...but one line per reason at the end, counting results.
+  RunSummary summary;
+  summary.results = 4;
+  summary.skipped_results = 3;
+  summary.succeeded = true;
+  console.End(summary);
+  text = out.str();
+  EXPECT_NE(text.find("# results: 4 (0 failed, 3 skipped)\n"
+                      "#   skipped 2: a GPU case (backend: cuda) in a launch "
+                      "on host ranks\n"
+                      "#   skipped 1: bfloat16 GEMM needs GPUs\n"),
             std::string::npos)
       << text;
 }

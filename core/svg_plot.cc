@@ -23,7 +23,13 @@ const char* Colour(size_t i) {
   return kColours[i % (sizeof kColours / sizeof kColours[0])];
 }
 
-std::string G(double v) { return absl::StrFormat("%.4g", v); }
+// Four significant digits, but never an exponent for values a terminal
+// table prints plainly (18396.0, not 1.84e+04).
+std::string G(double v) {
+  if (std::isfinite(v) && std::abs(v) >= 1e4 && std::abs(v) < 1e12)
+    return absl::StrFormat("%.1f", v);
+  return absl::StrFormat("%.4g", v);
+}
 std::string Px(double v) { return absl::StrFormat("%.1f", v); }
 
 // One axis: maps values to [0, 1] and lists its ticks.
@@ -147,7 +153,11 @@ std::string LegendItem(size_t slot, const std::string& name, const char* colour,
                 "stroke-width=\"2\"%s/>",
                 Px(lx), Px(lx + 18), Px(ly - 4), Px(ly - 4), colour,
                 dashed ? " stroke-dasharray=\"5 3\"" : "");
-  std::string label = name.size() > 30 ? name.substr(0, 29) + "…" : name;
+  // Long names keep both ends: series often differ only at the end
+  // ("... overlap" vs "... no overlap").
+  std::string label = name.size() > 40 ? name.substr(0, 18) + "…" +
+                                             name.substr(name.size() - 21)
+                                       : name;
   return absl::StrFormat(
       "<g class=\"legend-item\" data-series=\"%s\">%s<text x=\"%s\" "
       "y=\"%s\">%s<title>%s</title></text></g>\n",
@@ -355,6 +365,7 @@ std::string RenderHeatmap(const Heatmap& map) {
       mx = std::max(mx, v);
     }
   }
+  const double lo = std::min(0.0, mn), hi = mx;
   const size_t rows = map.cells.size();
   size_t cols = 0;
   for (const auto& row : map.cells) cols = std::max(cols, row.size());
@@ -388,7 +399,12 @@ std::string RenderHeatmap(const Heatmap& map) {
     for (size_t c = 0; c < row.size(); ++c) {
       const double v = row[c];
       const bool ok = std::isfinite(v);
-      const double f = ok && mx > mn ? (v - mn) / (mx - mn) : 0.5;
+      // From 0 (or the lowest value, when below 0) to the highest: close
+      // values look alike; a scale from min to max would paint a 2%
+      // difference as white against the darkest colour. Darker is better:
+      // higher values, or lower ones where lower is better.
+      double f = ok && hi > lo ? (v - lo) / (hi - lo) : 0.5;
+      if (map.lower_is_better && ok) f = 1 - f;
       rects += absl::StrFormat(
           "<rect x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\" fill=\"%s\" "
           "stroke=\"#fff\"><title>%s %s -> %s %s: %s</title></rect>",
@@ -403,7 +419,7 @@ std::string RenderHeatmap(const Heatmap& map) {
             "<text class=\"cell\" x=\"%s\" y=\"%s\" text-anchor=\"middle\" "
             "fill=\"%s\">%s</text>",
             Px(x0 + cell * (c + 0.5)), Px(y0 + cell * (r + 0.5) + 4),
-            f > 0.5 ? "#fff" : "#000", absl::StrFormat("%.3g", v));
+            f > 0.5 ? "#fff" : "#000", G(v));
       }
     }
     if (any) {
@@ -422,10 +438,12 @@ std::string RenderHeatmap(const Heatmap& map) {
           Px(lx), Px(kTop + 12 * (9 - i) + 10), Ramp(i / 9.0));
     }
     svg += absl::StrFormat(
-        "<text x=\"%s\" y=\"%s\">%s %s</text><text x=\"%s\" y=\"%s\">%s "
+        "<text x=\"%s\" y=\"%s\">%s %s</text><text x=\"%s\" y=\"%s\">%s"
         "%s</text>\n",
-        Px(lx + 22), Px(kTop + 20), G(mx), XmlEscape(map.unit), Px(lx + 22),
-        Px(kTop + 128), G(mn), XmlEscape(map.unit));
+        Px(lx + 22), Px(kTop + 20),
+        G(map.lower_is_better ? lo : hi) + " " + XmlEscape(map.unit),
+        map.lower_is_better ? "(better)" : "", Px(lx + 22), Px(kTop + 128),
+        G(map.lower_is_better ? hi : lo) + " " + XmlEscape(map.unit), "");
   }
   svg += "</svg>\n";
   return svg;

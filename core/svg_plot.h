@@ -54,6 +54,7 @@ struct Heatmap {
   std::string row_label, col_label;
   std::vector<std::string> row_names, col_names;
   std::vector<std::vector<double>> cells;
+  bool lower_is_better = false;  // latency: the darkest cell is the lowest
 };
 
 // Each returns one <svg> element. Series with no finite point are skipped

@@ -65,13 +65,30 @@ absl::StatusOr<v1::Topology> ParseTopology(const std::string& text,
   if (!s.ok()) return s;
   if (t.id().empty()) return Invalid(file, "id: required");
   const v1::NodeSpec& n = t.node();
-  if (n.gpus() < 1) return Invalid(file, "node.gpus: expected at least 1");
-  if (n.gpu().model().empty()) return Invalid(file, "node.gpu.model: required");
-  if (n.has_nvlink() && (n.nvlink().links() < 1 || n.nvlink().link_gbps() <= 0))
-    return Invalid(file, "node.nvlink: links and link_gbps must be positive");
-  if (PcieGbps(n.pcie().generation(), n.pcie().width()) <= 0) {
-    return Invalid(file,
-                   "node.pcie: expected generation 1-6 and a positive width");
+  if (n.gpus() < 0) return Invalid(file, "node.gpus: expected 0 or more");
+  if (n.gpus() == 0) {
+    // A node of host ranks, one per core, over the host's memory.
+    if (n.cpu().cores() < 1) {
+      return Invalid(file,
+                     "node.cpu.cores: a node without GPUs (node.gpus: 0) "
+                     "needs its cores (one host rank per core)");
+    }
+    if (!(n.cpu().memory_gbps() > 0)) {
+      return Invalid(file,
+                     "node.cpu.memory_gbps: a node without GPUs needs its "
+                     "memory copy rate in GB/s (`ringmaster topo --format "
+                     "yaml` measures it)");
+    }
+  } else {
+    if (n.gpu().model().empty())
+      return Invalid(file, "node.gpu.model: required");
+    if (n.has_nvlink() &&
+        (n.nvlink().links() < 1 || n.nvlink().link_gbps() <= 0))
+      return Invalid(file, "node.nvlink: links and link_gbps must be positive");
+    if (PcieGbps(n.pcie().generation(), n.pcie().width()) <= 0) {
+      return Invalid(file,
+                     "node.pcie: expected generation 1-6 and a positive width");
+    }
   }
   for (int i = 0; i < n.nics_size(); ++i) {
     const v1::NicSpec& nic = n.nics(i);
@@ -110,12 +127,28 @@ absl::StatusOr<v1::Topology> LoadTopology(const std::string& path) {
   return ParseTopology(text.str(), path);
 }
 
+bool IsHostNode(const v1::NodeSpec& n) { return n.gpus() == 0; }
+
+int RanksPerNode(const v1::NodeSpec& n) {
+  return IsHostNode(n) ? n.cpu().cores() : n.gpus();
+}
+
+void SetRanksPerNode(v1::NodeSpec* n, int ranks) {
+  if (IsHostNode(*n)) {
+    n->mutable_cpu()->set_cores(ranks);
+  } else {
+    n->set_gpus(ranks);
+  }
+}
+
 Ceilings PathCeilings(const v1::Topology& t) {
   Ceilings c;
   const v1::NodeSpec& n = t.node();
   if (n.has_nvlink())
     c.nvlink_gbps = n.nvlink().links() * n.nvlink().link_gbps();
-  c.pcie_gbps = PcieGbps(n.pcie().generation(), n.pcie().width());
+  c.pcie_gbps = IsHostNode(n)
+                    ? n.cpu().memory_gbps()
+                    : PcieGbps(n.pcie().generation(), n.pcie().width());
   double per_gpu = 0;
   for (const v1::NicSpec& nic : n.nics()) {
     const double port = nic.gbit_s() / 8.0;
@@ -151,7 +184,7 @@ absl::StatusOr<Prediction> PredictWith(const v1::Topology& t,
                                        const v1::ModelParams& m, int nodes,
                                        v1::Collective c, int64_t size_bytes) {
   if (nodes < 1) return absl::InvalidArgumentError("nodes: expected >= 1");
-  const int g = t.node().gpus();
+  const int g = RanksPerNode(t.node());
   const int n = nodes * g;
   if (n < 2 && c != v1::SEND_RECV) {
     Prediction p;
@@ -168,7 +201,8 @@ absl::StatusOr<Prediction> PredictWith(const v1::Topology& t,
     // Rings cross the switch's uplink to reach the next switch's GPUs.
     intra = std::min(intra, ceil.pcie_gbps * m.pcie_efficiency());
   }
-  const std::string intra_name = nvlink ? "nvlink" : "pcie";
+  const std::string intra_name =
+      nvlink ? "nvlink" : (IsHostNode(t.node()) ? "memory" : "pcie");
   double bw = intra;
   std::string bottleneck = intra_name;
   double step_s = m.intra_step_us() * 1e-6;
@@ -248,7 +282,7 @@ absl::StatusOr<DpStepPrediction> PredictDpStep(const v1::Topology& t, int nodes,
         "a step needs layers, hidden and compute");
   DpStepPrediction p;
   p.compute_s = s.compute_s;
-  const int ranks = nodes * t.node().gpus();
+  const int ranks = nodes * RanksPerNode(t.node());
   if (ranks < 2) {
     p.step_s = s.compute_s;
     return p;
@@ -328,14 +362,16 @@ absl::StatusOr<v1::ModelParams> Calibrate(
   for (const Measurement& p : use) {
     if (p.protocol == "LL" || p.protocol == "LL128")
       ll_max = std::max(ll_max, p.size_bytes);
-    if (p.protocol == "Simple" && (simple_min == 0 || p.size_bytes < simple_min))
+    if (p.protocol == "Simple" &&
+        (simple_min == 0 || p.size_bytes < simple_min))
       simple_min = p.size_bytes;
   }
   const bool labelled = ll_max > 0 && simple_min > ll_max;
   const int64_t ll_switch =
-      labelled ? static_cast<int64_t>(std::sqrt(static_cast<double>(ll_max) *
-                                                static_cast<double>(simple_min)))
-               : 0;
+      labelled
+          ? static_cast<int64_t>(std::sqrt(static_cast<double>(ll_max) *
+                                           static_cast<double>(simple_min)))
+          : 0;
   // Grid search over (efficiency, step latency), minimizing the RMS
   // relative error of the model itself (protocol choice included).
   // Every trial set starts from EffectiveParams(t) and keeps its fields
@@ -346,8 +382,7 @@ absl::StatusOr<v1::ModelParams> Calibrate(
   auto error_of = [&](const v1::ModelParams& m) -> absl::StatusOr<double> {
     double sum = 0;
     for (const Measurement& p : use) {
-      auto pred =
-          PredictWith(t, ceil, m, nodes, p.collective, p.size_bytes);
+      auto pred = PredictWith(t, ceil, m, nodes, p.collective, p.size_bytes);
       if (!pred.ok()) return pred.status();
       const double rel = (pred->time_s - p.time_s) / p.time_s;
       sum += rel * rel;

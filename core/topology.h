@@ -32,13 +32,20 @@ absl::StatusOr<v1::Topology> LoadTopology(const std::string& path);
 absl::StatusOr<v1::Topology> ParseTopology(const std::string& text,
                                            const std::string& file);
 
+// Ranks on one node: its GPUs, or on a node of host ranks (gpus: 0) its
+// cores. SetRanksPerNode makes the node a part of itself with `ranks`.
+int RanksPerNode(const v1::NodeSpec& n);
+bool IsHostNode(const v1::NodeSpec& n);
+void SetRanksPerNode(v1::NodeSpec* n, int ranks);
+
 // PCIe bandwidth of one direction, GB/s, after line coding (Gen5 x16: 63.0).
 double PcieGbps(int generation, int width);
 
 // Speed of light of each path, GB/s per direction (0 = no such path).
 struct Ceilings {
   double nvlink_gbps = 0;    // one GPU's NVLink (all its links)
-  double pcie_gbps = 0;      // one GPU's PCIe link
+  double pcie_gbps = 0;      // one GPU's PCIe link; on a node of host
+                             // ranks, one core's memory copy rate
   double net_node_gbps = 0;  // all of a node's network ports
   double net_gpu_gbps = 0;   // the ports one GPU reaches (its rail)
 };

@@ -223,6 +223,11 @@ bool RuleMatch::Matches(const v1::Result& r) const {
   if (min_size > 0 && c.size_bytes() < min_size) return false;
   if (max_size > 0 && c.size_bytes() > max_size) return false;
   if (ranks && r.nranks() != *ranks) return false;
+  if (!backend.empty()) {
+    // "host (MPI)", "cuda (NCCL)": the backend the ranks ran on.
+    const std::string& ran = r.provenance().backend();
+    if (ran.rfind(backend, 0) != 0) return false;
+  }
   return true;
 }
 
@@ -287,11 +292,16 @@ absl::Status ParseMatch(const std::string& file, const YAML::Node& m,
         return Error(file, v, f, "expected a rank count >= 1");
       }
       match->ranks = r;
+    } else if (k == "backend") {
+      if (s != "host" && s != "cuda") {
+        return Error(file, v, f, "expected host or cuda");
+      }
+      match->backend = s;
     } else {
       return Error(file, kv.first, f,
                    "unknown key (expected one of: spec, bench, "
                    "collective, method, dtype, pattern, min_size, "
-                   "max_size, ranks)");
+                   "max_size, ranks, backend)");
     }
   }
   return absl::OkStatus();
@@ -486,7 +496,7 @@ void CheckFleet(const Rule& rule, const std::vector<Observation>& obs,
         MedianPer(members, &Observation::subject);
     if (static_cast<int>(per.size()) < rule.fleet_min_members) {
       report->notes.push_back(absl::StrFormat(
-          "rule %s: %s has %d member(s), fewer than %d; no fleet check",
+          "rule %s: %s has %d member(s), fewer than %d: not applicable",
           rule.name, m, per.size(), rule.fleet_min_members));
       continue;
     }
@@ -560,9 +570,9 @@ void CheckRule(const Rule& rule, const std::vector<const v1::Result*>& ok,
     for (Observation& o : Observe(*r)) obs.push_back(std::move(o));
   }
   if (matched.empty()) {
-    ++report->unmatched_rules;
+    report->not_applicable.push_back(rule.name);
     report->notes.push_back(
-        absl::StrFormat("rule %s (%s) matched no result: nothing was checked",
+        absl::StrFormat("rule %s (%s) matched no result: not applicable",
                         rule.name, rule.where));
     return;
   }
@@ -602,8 +612,18 @@ VerdictReport Evaluate(const Rules& rules,
       AddFailedResult(r, &report);
     }
   }
-  for (const Rule& rule : rules.rules)
+  if (rules.failures) report.results_checked = report.results - report.skipped;
+  for (const Rule& rule : rules.rules) {
+    const size_t before = report.findings.size();
     CheckRule(rule, ok, base_values, &report);
+    // Matched, but every fleet too small (or nothing with a ceiling or a
+    // baseline): this rule checked nothing either.
+    if (report.findings.size() == before &&
+        (report.not_applicable.empty() ||
+         report.not_applicable.back() != rule.name)) {
+      report.not_applicable.push_back(rule.name);
+    }
+  }
   return report;
 }
 
@@ -713,13 +733,20 @@ std::string RenderVerdict(const VerdictReport& report) {
                      f.measurement, Fmt(f.value), f.metric, f.expected);
   }
   for (const std::string& n : report.notes) out += "# note: " + n + "\n";
-  out += absl::StrFormat("# verdict: %s (%d of %d checks failed%s)\n",
-                         report.Pass() ? "PASS" : "FAIL", report.Failed(),
-                         report.findings.size(),
-                         report.unmatched_rules > 0
-                             ? absl::StrFormat("; %d rule(s) matched nothing",
-                                               report.unmatched_rules)
-                             : "");
+  std::string also;
+  if (report.results_checked > 0) {
+    absl::StrAppendFormat(&also, "; %d result(s) checked for failure",
+                          report.results_checked);
+  }
+  if (!report.not_applicable.empty()) {
+    absl::StrAppendFormat(&also, "; %d rule(s) not applicable here: %s",
+                          report.not_applicable.size(),
+                          absl::StrJoin(report.not_applicable, ", "));
+  }
+  out += absl::StrFormat(
+      "# verdict: %s (%d of %d checks failed%s)\n",
+      report.Pass() ? "PASS" : (report.Checked() ? "FAIL" : "NOTHING CHECKED"),
+      report.Failed(), report.findings.size(), also);
   return out;
 }
 

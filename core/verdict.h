@@ -49,6 +49,7 @@ struct RuleMatch {
   std::optional<v1::TransferPattern> pattern;
   int64_t min_size = 0, max_size = 0;  // bytes (0 = no bound)
   std::optional<int> ranks;
+  std::string backend;  // "host" or "cuda" ("" = any): where it ran
   bool Matches(const v1::Result& r) const;
 };
 
@@ -90,14 +91,21 @@ struct Finding {
   bool pass = true;
 };
 
+// A rule that matches no result, or whose fleet has too few members, is
+// not applicable to these results: noted, neither a pass nor a failure.
+// With `failures: true` every result that ran is checked for having
+// succeeded (`results_checked`), so a verdict over results always checks
+// something; a verdict that checked nothing at all is not a pass.
 struct VerdictReport {
   std::string rules_name;
   int results = 0, skipped = 0;
+  int results_checked = 0;  // results that ran, under `failures: true`
   std::vector<Finding> findings;
-  std::vector<std::string> notes;  // rules that matched nothing, etc.
+  std::vector<std::string> notes;           // rules not applicable, etc.
+  std::vector<std::string> not_applicable;  // names of those rules
   int Failed() const;
-  bool Pass() const { return Failed() == 0 && unmatched_rules == 0; }
-  int unmatched_rules = 0;
+  bool Checked() const { return !findings.empty() || results_checked > 0; }
+  bool Pass() const { return Failed() == 0 && Checked(); }
 };
 
 VerdictReport Evaluate(const Rules& rules,

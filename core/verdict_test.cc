@@ -8,6 +8,7 @@
 namespace ringmaster {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // A GEMM result of one rank (pattern one) on `host`.
@@ -84,7 +85,11 @@ rules:
   EXPECT_THAT(text, HasSubstr(" node-a                       PASS"));
   EXPECT_THAT(text, HasSubstr(" node-b                       FAIL"));
   EXPECT_THAT(text, HasSubstr("rank 3 (node-b)"));
-  EXPECT_THAT(text, HasSubstr("# verdict: FAIL (1 of 4 checks failed)"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "# verdict: FAIL (1 of 4 checks failed; 4 result(s) checked for "
+          "failure)"));
   // Within 10%: everyone passes.
   results[3].set_tflops(660);
   EXPECT_TRUE(Evaluate(rules, results, {}).Pass());
@@ -223,13 +228,40 @@ rules:
   bad.mutable_failure()->set_rank(2);
   bad.mutable_failure()->set_detail("12 wrong elements");
   VerdictReport v = Evaluate(rules, {Gemm(0, 5), bad}, {});
-  EXPECT_EQ(v.unmatched_rules, 1);
+  EXPECT_THAT(v.not_applicable, ElementsAre("allreduce"));
   EXPECT_EQ(v.Failed(), 1);
   EXPECT_FALSE(v.Pass());
   const std::string text = RenderVerdict(v);
   EXPECT_THAT(text, HasSubstr("data_mismatch: 12 wrong elements"));
-  EXPECT_THAT(text, HasSubstr("rule allreduce (rules.yaml:4) matched no"));
-  EXPECT_THAT(text, HasSubstr("1 rule(s) matched nothing"));
+  EXPECT_THAT(text, HasSubstr("rule allreduce (rules.yaml:4) matched no "
+                              "result: not applicable"));
+  EXPECT_THAT(text, HasSubstr("1 rule(s) not applicable here: allreduce"));
+}
+
+// A rule that matches nothing, or whose fleet is too small, neither fails
+// nor passes a healthy run; the run's results are still checked.
+TEST(Verdict, RulesThatMatchNothingAreNotApplicable) {
+  Rules rules = MustParse(R"(
+rules:
+  - {name: gemm, match: {bench: gemm}, min: 1}
+  - {name: allreduce, match: {collective: all_reduce}, min: 100}
+  - {name: fleet, match: {bench: gemm}, fleet_within: 10%}
+  - {name: gpu-only, match: {bench: gemm, backend: cuda}, min: 600}
+)");
+  VerdictReport v = Evaluate(rules, {Gemm(0, 5), Gemm(1, 5)}, {});
+  EXPECT_TRUE(v.Pass()) << RenderVerdict(v);
+  EXPECT_THAT(v.not_applicable, ElementsAre("allreduce", "fleet", "gpu-only"));
+  EXPECT_EQ(v.results_checked, 2);
+  EXPECT_THAT(RenderVerdict(v), HasSubstr("# verdict: PASS (0 of 2 checks"));
+  // Nothing checked at all is not a pass.
+  Rules none = MustParse(R"(
+failures: false
+rules:
+  - {name: allreduce, match: {collective: all_reduce}, min: 100}
+)");
+  VerdictReport empty = Evaluate(none, {Gemm(0, 5)}, {});
+  EXPECT_FALSE(empty.Pass());
+  EXPECT_THAT(RenderVerdict(empty), HasSubstr("NOTHING CHECKED"));
 }
 
 TEST(Verdict, LowerIsBetterForLatencyAndAllRanksSplitPerGpu) {

@@ -26,6 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "coordinator/launcher.h"
 #include "coordinator/store.h"
+#include "tests/cli_runner.h"
 #include "tests/service_harness.h"
 
 namespace ringmaster {
@@ -34,58 +35,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-struct Outcome {
-  int exit_code = -1;
-  std::string out, err;
-  double seconds = 0;
-};
-
-// RINGMASTER_TEST_BIN_DIR runs the suite against another build (e.g. an
-// older one, to see what it catches).
-std::string Bin() {
-  const char* dir = std::getenv("RINGMASTER_TEST_BIN_DIR");
-  return std::string(dir ? dir : RINGMASTER_BIN_DIR) + "/ringmaster";
-}
-std::string Source(const std::string& p) {
-  return std::string(RINGMASTER_SOURCE_DIR) + "/" + p;
-}
-
-// A run of the binary; `on_start` gets its pid once it runs.
-Outcome Ringmaster(const std::vector<std::string>& args,
-                   const std::vector<std::string>& env = {},
-                   const std::function<void(pid_t)>& on_start = nullptr,
-                   const std::string& stdin_path = "") {
-  std::vector<std::string> argv = {"env"};
-  argv.insert(argv.end(), env.begin(), env.end());
-  if (!stdin_path.empty()) {
-    argv = {"sh", "-c", "exec \"$0\" \"$@\" < " + stdin_path, "env"};
-    argv.insert(argv.end(), env.begin(), env.end());
-  }
-  argv.push_back(Bin());
-  argv.insert(argv.end(), args.begin(), args.end());
-  Outcome o;
-  std::mutex mu;
-  const auto start = std::chrono::steady_clock::now();
-  auto child = ChildProcess::Spawn(argv, [&](std::string_view line, bool err) {
-    std::lock_guard<std::mutex> lock(mu);
-    (err ? o.err : o.out).append(line.data(), line.size()).append("\n");
-  });
-  if (!child.ok()) {
-    o.err = std::string(child.status().message());
-    return o;
-  }
-  if (on_start) on_start((*child)->pid());
-  std::optional<int> status;
-  while (!(status = (*child)->Poll())) usleep(5000);
-  (*child)->JoinReaders();
-  o.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  o.exit_code =
-      WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
-  return o;
-}
 
 // Live processes whose environment holds `marker` (every process a run
 // starts inherits it), other than zombies.

@@ -1,6 +1,7 @@
 #include "backends/cuda/cuda_topology.h"
 
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
 #include "backends/cuda/nvml.h"
 #include "core/placement.h"
@@ -55,8 +56,16 @@ std::string DescribeGpusJson() {
   int n = 0;
   cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
-    out["note"] = std::string("the CUDA driver reports \"") +
-                  cudaGetErrorString(err) + "\"";
+    // Without an NVIDIA driver the runtime says "CUDA driver version is
+    // insufficient", which reads as "upgrade": say what it means here.
+    const bool no_driver = err == cudaErrorInsufficientDriver &&
+                           access("/dev/nvidiactl", F_OK) != 0 &&
+                           access("/proc/driver/nvidia/version", F_OK) != 0;
+    out["note"] = no_driver ? std::string(
+                                  "no GPU found: no NVIDIA driver is loaded "
+                                  "on this machine")
+                            : std::string("the CUDA driver reports \"") +
+                                  cudaGetErrorString(err) + "\"";
     cudaGetLastError();
     return out.dump();
   }

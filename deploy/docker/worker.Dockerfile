@@ -1,6 +1,7 @@
 # ringmaster-worker on an NVIDIA CUDA base: NCCL and cuBLAS from the CUDA
-# image, OpenMPI from Ubuntu (for the MPIJob style; the Indexed-Job style
-# needs no MPI runtime, and no sshd is installed). Build from the repository
+# image, OpenMPI from Ubuntu, and OpenSSH for the MPIJob style (the
+# operator's launcher pod starts the ranks over ssh; each worker pod runs
+# `sshd -De`). The Indexed-Job style uses neither. Build from the repository
 # root:
 #   docker build -f deploy/docker/worker.Dockerfile -t ringmaster-worker:0.1 .
 #
@@ -29,7 +30,15 @@ ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update -q && apt-get install -y -q --no-install-recommends \
       libgrpc++1.51t64 libprotobuf32t64 libyaml-cpp0.8 libspdlog1.12 \
       libfmt9 libsqlite3-0 libopenblas0 openmpi-bin libopenmpi3t64 \
+      openssh-server openssh-client \
     && rm -rf /var/lib/apt/lists/*
+# sshd for the MPIJob style: its privilege-separation folder, the keys the
+# operator mounts (a Secret volume, whose file modes StrictModes rejects),
+# and ssh that trusts the pods it is pointed at without a prompt.
+RUN mkdir -p /run/sshd \
+    && sed -i 's/^#\?StrictModes .*/StrictModes no/' /etc/ssh/sshd_config \
+    && printf 'Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n' \
+         >> /etc/ssh/ssh_config
 COPY --from=build /build/bin/ringmaster-worker /build/bin/ringmaster \
      /usr/local/bin/
 # OpenMPI refuses root without this; the Indexed-Job style ignores it.

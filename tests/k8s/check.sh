@@ -48,6 +48,27 @@ generate job-quickstart-2x1.yaml --launcher k8s-job --np 2 --tls-ca-secret ringm
   --coordinator 10.0.0.5:7450 --job 20261201-000000-123456 \
   plans/quickstart.yaml
 
+# The MPIJob's workers run sshd: the shipped worker image must have it.
+if ! grep -q "openssh-server" "$root/deploy/docker/worker.Dockerfile"; then
+  echo "check.sh: deploy/docker/worker.Dockerfile installs no openssh-server (MPIJob workers run sshd)" >&2
+  status=1
+fi
+# Kubernetes launchers name every missing required option in one message.
+for launcher in k8s-job k8s-mpijob; do
+  set +e
+  err=$("$bin/ringmaster" launch-spec --launcher "$launcher" "$root/plans/quickstart.yaml" 2>&1 >/dev/null)
+  code=$?
+  set -e
+  if [ "$code" != 2 ] || ! grep -q -- "--coordinator, --job, --image" <<< "$err"; then
+    echo "check.sh: launch-spec --launcher $launcher without options: exit $code, '$err'" >&2
+    status=1
+  fi
+done
+if ! "$bin/ringmaster" launch-spec --help | grep -q "required for k8s-mpijob and k8s-job"; then
+  echo "check.sh: launch-spec --help does not mark the Kubernetes options required" >&2
+  status=1
+fi
+
 python3 "$here/validate.py" "$here/schemas/kubeflow.org_mpijobs.yaml" \
   "$here"/golden/*.yaml "$root"/deploy/k8s/*.yaml || status=1
 exit "$status"

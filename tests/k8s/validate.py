@@ -42,6 +42,26 @@ def job_rules(job):
                 yield "RINGMASTER_TOKEN inline: it must come from a Secret"
 
 
+def mpijob_rules(doc):
+    """What mpi-operator needs to run the job with the shipped images: the
+    launcher runs mpirun, every worker container runs sshd in the
+    foreground (the launcher starts the ranks over ssh)."""
+    specs = doc.get("spec", {}).get("mpiReplicaSpecs", {})
+    for role in ("Launcher", "Worker"):
+        if role not in specs:
+            yield f"mpiReplicaSpecs.{role} missing"
+    for role, spec in specs.items():
+        for c in spec.get("template", {}).get("spec", {}).get("containers", []):
+            command = c.get("command") or []
+            if not command:
+                yield f"{role} container {c.get('name')}: no command"
+            elif role == "Worker" and not any("sshd" in a for a in command):
+                yield (f"Worker container {c.get('name')}: command {command} "
+                       "does not run sshd (the launcher reaches workers over ssh)")
+            elif role == "Launcher" and command[0] != "mpirun":
+                yield f"Launcher container {c.get('name')}: command is not mpirun"
+
+
 SERVICES = {}
 
 
@@ -78,6 +98,9 @@ def main():
                     print(f"{path}[{i}]: apiVersion {doc.get('apiVersion')}")
                     failures += 1
                 schema, target = mpijob, doc
+                for problem in mpijob_rules(doc):
+                    print(f"{path}[{i}] MPIJob: {problem}")
+                    failures += 1
             elif kind == "Job":
                 schema, target = pod_template, doc["spec"]["template"]
                 for problem in job_rules(doc):

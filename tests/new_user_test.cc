@@ -1,0 +1,230 @@
+// What a new user meets on a machine without GPUs, following the README:
+// answers that must not mislead. Each test runs the real `ringmaster`
+// binary (tests/cli_runner.h) on host ranks and checks what it prints and
+// its exit code.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "absl/strings/str_split.h"
+#include "tests/cli_runner.h"
+
+namespace ringmaster {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string TempDir(const std::string& name) {
+  const fs::path dir =
+      fs::temp_directory_path() /
+      ("ringmaster-new-user-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+}
+
+void Write(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+// The results file of the one job under `out`.
+std::string ResultsOf(const std::string& out) {
+  for (const auto& e : fs::recursive_directory_iterator(out))
+    if (e.path().filename() == "results.jsonl") return e.path().string();
+  return "";
+}
+
+// Variants that set only NCCL_* variables measure the same path on MPI:
+// the run says so and shows no path ceiling.
+TEST(NewUser, VariantsThatCannotDifferOnMpiAreSaidSo) {
+  const std::string out = TempDir("variants");
+  Outcome o = Ringmaster({"run", Source("tests/plans/variants-nccl-only.yaml"),
+                          "--np", "2", "--out", out, "--quiet"});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("variants nvlink, pcie set only NCCL_* "
+                               "variables, which the host backend (MPI) "
+                               "ignores"));
+  EXPECT_THAT(o.out, HasSubstr("# note: variants nvlink, pcie"));
+  EXPECT_THAT(o.out, Not(HasSubstr("ceiling 370.8")));
+  EXPECT_THAT(o.out, Not(HasSubstr("/370.8")));
+  fs::remove_all(out);
+}
+
+// The shipped rules files on the shipped plans' results of a healthy host:
+// every verdict passes, rules that do not apply are named, and nothing
+// fails for want of a match. `predict --calibrate` on these CPU results
+// against a GPU topology is refused, naming both.
+TEST(NewUser, ShippedRulesPassShippedPlansAndCalibrationChecksTheSystem) {
+  const std::string out = TempDir("rules");
+  for (const char* plan : {"plans/quickstart.yaml", "plans/p2p.yaml"}) {
+    Outcome run =
+        Ringmaster({"run", Source(plan), "--np", "2", "--out", out, "--quiet"});
+    ASSERT_EQ(run.exit_code, 0) << plan << "\n" << run.err;
+  }
+  for (const char* rules : {"rules/host-fleet.yaml", "rules/h200.yaml"}) {
+    Outcome v = Ringmaster({"verdict", out, "--rules", Source(rules)});
+    EXPECT_EQ(v.exit_code, 0) << rules << "\n" << v.out << v.err;
+    EXPECT_THAT(v.out, HasSubstr("# verdict: PASS")) << rules;
+    EXPECT_THAT(v.out, HasSubstr("not applicable here")) << rules;
+  }
+  Outcome cal =
+      Ringmaster({"predict", "--topology", Source("topologies/hgx-h200-8.yaml"),
+                  "--calibrate", ResultsOf(out)});
+  EXPECT_EQ(cal.exit_code, 2) << cal.out;
+  EXPECT_THAT(cal.err,
+              AllOf(HasSubstr("measured on host ranks"),
+                    HasSubstr("hgx-h200-8"), HasSubstr("NVIDIA H200")));
+  fs::remove_all(out);
+}
+
+// predict of a training plan on 4 nodes: tables for the system asked
+// about (32 ranks), and the inference case named, not dropped.
+TEST(NewUser, PredictCoversTheSystemAskedAbout) {
+  Outcome o =
+      Ringmaster({"predict", Source("plans/dp-scaling.yaml"), "--topology",
+                  Source("topologies/hgx-h100-8.yaml"), "--nodes", "4"});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr("= 32 ranks"));
+  EXPECT_TRUE(std::regex_search(o.out, std::regex("\n +32 +[0-9.]+ ")))
+      << o.out;
+  EXPECT_TRUE(std::regex_search(o.out, std::regex("\n +8 +[0-9.]+ "))) << o.out;
+  EXPECT_THAT(o.out, HasSubstr("(inference): not predicted"));
+  // Prices: the topology's, shown as costs; and one given here.
+  EXPECT_THAT(o.out, HasSubstr("USD/step"));
+  Outcome free = Ringmaster({"predict", Source("plans/dp-scaling.yaml"),
+                             "--topology", Source("topologies/hgx-h100-8.yaml"),
+                             "--price-per-gpu-hour", "0"});
+  EXPECT_THAT(free.out, Not(HasSubstr("USD/step")));
+}
+
+// topo on a machine without an NVIDIA driver: no "upgrade your driver";
+// its YAML holds the CPUs and NUMA nodes, and predict models it.
+TEST(NewUser, TopoOfACpuMachineCanBeModelled) {
+  Outcome text = Ringmaster({"topo"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  if (text.out.find("GPUs: none found") == std::string::npos)
+    GTEST_SKIP() << "this machine has GPUs";
+  EXPECT_THAT(text.out, Not(HasSubstr("insufficient")));
+  const std::string dir = TempDir("topo");
+  Outcome yaml = Ringmaster({"topo", "--format", "yaml"});
+  ASSERT_EQ(yaml.exit_code, 0) << yaml.err;
+  EXPECT_THAT(yaml.out, AllOf(HasSubstr("cpu:"), HasSubstr("cores:"),
+                              HasSubstr("numa:"), HasSubstr("memory_gbps:")));
+  EXPECT_THAT(yaml.out, Not(HasSubstr("node: {}")));
+  Write(dir + "/here.yaml", yaml.out);
+  Outcome p = Ringmaster({"predict", Source("plans/quickstart.yaml"),
+                          "--topology", dir + "/here.yaml"});
+  EXPECT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_THAT(p.out, HasSubstr("host rank(s)"));
+  EXPECT_THAT(p.out, HasSubstr("memory"));
+  fs::remove_all(dir);
+}
+
+// A job whose rank died: the text and HTML reports give the job's failure
+// reason and how many cases never ran; skips are one line per reason.
+TEST(NewUser, ReportsOfAFailedJobSayWhyAndWhatNeverRan) {
+  const std::string out = TempDir("failed");
+  Outcome run = Ringmaster({"run", Source("plans/quickstart.yaml"), "--np", "2",
+                            "--out", out, "--quiet"},
+                           {"RINGMASTER_FAULT=exit:rank=1:seq=3"});
+  ASSERT_EQ(run.exit_code, 1) << run.err;
+  Outcome text = Ringmaster({"report", out});
+  EXPECT_THAT(text.out,
+              AllOf(HasSubstr("worker_exit"), HasSubstr("cases never ran")));
+  Outcome html = Ringmaster({"report", out, "--html", out + "/r.html"});
+  ASSERT_EQ(html.exit_code, 0) << html.err;
+  const std::string page = Read(out + "/r.html");
+  EXPECT_THAT(page,
+              AllOf(HasSubstr("worker_exit"), HasSubstr("cases never ran")));
+  // The job's end comes before the provenance and the plots.
+  EXPECT_LT(page.find("cases never ran"), page.find("<h2>Provenance"));
+  fs::remove_all(out);
+}
+
+// p2p on host ranks: the GPU cases it cannot run are summed up once per
+// reason, and every view counts the same skips.
+TEST(NewUser, SkipsAreCountedOnceAndTheSameEverywhere) {
+  const std::string out = TempDir("skips");
+  Outcome run = Ringmaster(
+      {"run", Source("plans/p2p.yaml"), "--np", "2", "--out", out, "--quiet"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  int skip_lines = 0;
+  for (absl::string_view line : absl::StrSplit(run.out, '\n'))
+    skip_lines += line.find("skipped: ") != absl::string_view::npos;
+  EXPECT_LE(skip_lines, 3) << run.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.out, m,
+                                std::regex("# results: ([0-9]+) \\(([0-9]+) "
+                                           "failed, ([0-9]+) skipped\\)")))
+      << run.out;
+  const int skipped = std::stoi(m[3]);
+  int in_file = 0;
+  for (absl::string_view line : absl::StrSplit(Read(ResultsOf(out)), '\n'))
+    in_file += line.find("\"SKIPPED\"") != absl::string_view::npos;
+  EXPECT_EQ(in_file, skipped);
+  // One line per reason, whose counts add up to the same total.
+  int by_reason = 0;
+  const std::regex reason("#   skipped ([0-9]+): ");
+  for (auto it = std::sregex_iterator(run.out.begin(), run.out.end(), reason);
+       it != std::sregex_iterator(); ++it)
+    by_reason += std::stoi((*it)[1]);
+  EXPECT_EQ(by_reason, skipped) << run.out;
+  fs::remove_all(out);
+}
+
+// validate counts the cases a run of the same rank count runs, and prints
+// the expansion.
+TEST(NewUser, ValidateCountsWhatRunRuns) {
+  Outcome v = Ringmaster({"validate", Source("plans/p2p.yaml"), "--np", "2"});
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(v.out, m, std::regex("([0-9]+) cases on 2 ranks")))
+      << v.out;
+  EXPECT_THAT(v.out, HasSubstr("# case spec"));
+  const std::string out = TempDir("validate");
+  Outcome run = Ringmaster(
+      {"run", Source("plans/p2p.yaml"), "--np", "2", "--out", out, "--quiet"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  int results = 0;
+  for (absl::string_view line : absl::StrSplit(Read(ResultsOf(out)), '\n'))
+    results += !line.empty();
+  EXPECT_EQ(results, std::stoi(m[1]));
+  fs::remove_all(out);
+}
+
+// One word per thing: --format everywhere, `text` for tables, usage lines
+// that say `ringmaster`, help that names the launchers and defaults.
+TEST(NewUser, OneWordPerThingAcrossSubcommands) {
+  Outcome results = Ringmaster({"results", "--help"});
+  EXPECT_THAT(results.out, HasSubstr("text, csv or jsonl"));
+  EXPECT_THAT(results.out, HasSubstr("Usage: ringmaster results"));
+  Outcome status = Ringmaster({"status", "--help"});
+  EXPECT_THAT(status.out, HasSubstr("--format"));
+  EXPECT_THAT(status.out, Not(HasSubstr("--json")));
+  Outcome serve = Ringmaster({"serve", "--help"});
+  EXPECT_THAT(serve.out, Not(HasSubstr("through mpirun one")));
+  EXPECT_THAT(serve.out, HasSubstr("Slurm"));
+  Outcome submit = Ringmaster({"submit", "--help"});
+  EXPECT_THAT(submit.out, AllOf(HasSubstr("--export"),
+                                HasSubstr("default: the plan's ranks")));
+  EXPECT_THAT(submit.out, Not(HasSubstr("  --output")));
+  Outcome spec = Ringmaster({"launch-spec", "--help"});
+  EXPECT_THAT(spec.out, HasSubstr("--slurm-log"));
+  EXPECT_THAT(spec.out, Not(HasSubstr("  --output")));
+}
+
+}  // namespace
+}  // namespace ringmaster
