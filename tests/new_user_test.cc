@@ -68,7 +68,8 @@ TEST(NewUser, VariantsThatCannotDifferOnMpiAreSaidSo) {
 // against a GPU topology is refused, naming both.
 TEST(NewUser, ShippedRulesPassShippedPlansAndCalibrationChecksTheSystem) {
   const std::string out = TempDir("rules");
-  for (const char* plan : {"plans/quickstart.yaml", "plans/p2p.yaml"}) {
+  for (const char* plan :
+       {"plans/quickstart.yaml", "plans/collectives.yaml", "plans/p2p.yaml"}) {
     Outcome run =
         Ringmaster({"run", Source(plan), "--np", "2", "--out", out, "--quiet"});
     ASSERT_EQ(run.exit_code, 0) << plan << "\n" << run.err;
@@ -79,9 +80,16 @@ TEST(NewUser, ShippedRulesPassShippedPlansAndCalibrationChecksTheSystem) {
     EXPECT_THAT(v.out, HasSubstr("# verdict: PASS")) << rules;
     EXPECT_THAT(v.out, HasSubstr("not applicable here")) << rules;
   }
-  Outcome cal =
-      Ringmaster({"predict", "--topology", Source("topologies/hgx-h200-8.yaml"),
-                  "--calibrate", ResultsOf(out)});
+  // Every job's results (the quickstart's all-reduces among them).
+  std::vector<std::string> predict = {"predict", "--topology",
+                                      Source("topologies/hgx-h200-8.yaml")};
+  for (const auto& e : fs::recursive_directory_iterator(out)) {
+    if (e.path().filename() == "results.jsonl") {
+      predict.push_back("--calibrate");
+      predict.push_back(e.path().string());
+    }
+  }
+  Outcome cal = Ringmaster(predict);
   EXPECT_EQ(cal.exit_code, 2) << cal.out;
   EXPECT_THAT(cal.err,
               AllOf(HasSubstr("measured on host ranks"),
