@@ -53,6 +53,10 @@ std::string CollectiveSeriesLabel(const v1::Result& r,
   const v1::Case& c = r.case_();
   std::vector<std::string> parts;
   if (vary.count("spec")) parts.push_back(c.spec_name());
+  // Curves of several plans in one plot: their case names alone can differ
+  // in spelling only ("allreduce", "all_reduce"); the job tells them apart.
+  if (vary.count("spec") && vary.count("job"))
+    parts.push_back("(job " + r.job_id() + ")");
   if (vary.count("variant"))
     parts.push_back(c.variant().empty() ? "default" : c.variant());
   if (vary.count("dtype")) parts.emplace_back(DataTypeName(c.dtype()));
@@ -100,6 +104,7 @@ std::vector<CollectiveGroup> GroupCollectiveResults(
     for (const v1::Result* r : g.results) {
       const v1::Case& c = r->case_();
       values["spec"].insert(c.spec_name());
+      values["job"].insert(r->job_id());
       values["variant"].insert(c.variant());
       values["dtype"].insert(std::string(DataTypeName(c.dtype())));
       values["op"].insert(std::string(ReduceOpName(c.op())));

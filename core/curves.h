@@ -66,7 +66,7 @@ std::string RenderBusbwCurves(const std::vector<v1::Result>& results);
 struct CollectiveGroup {
   std::string title;  // "all_reduce, 2 ranks, pipelined timing"
   std::vector<const v1::Result*> results;
-  // What differs inside the group: "spec", "variant", "dtype", "op",
+  // What differs inside the group: "spec", "job", "variant", "dtype", "op",
   // "place" (CollectiveSeriesLabel's `vary`).
   std::set<std::string> vary;
 };

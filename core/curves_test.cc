@@ -124,6 +124,28 @@ TEST(BusbwCurves, SeriesByWhatDiffersRepeatsByTheirMedian) {
   EXPECT_DOUBLE_EQ(curves[1].peak_gbps, 8);
 }
 
+// Two plans' all-reduces in one report: case names that differ in spelling
+// only are told apart by their jobs; one job's series need no job.
+TEST(BusbwCurves, CurvesOfTwoPlansNameTheirJobs) {
+  std::vector<v1::Result> rs;
+  for (int64_t s : {1 * kMiB, 2 * kMiB, 4 * kMiB}) {
+    rs.push_back(Point(s, 10));
+    rs.back().set_job_id("job-a");
+    rs.push_back(Point(s, 10));
+    rs.back().mutable_case_()->set_spec_name("all_reduce");
+    rs.back().set_job_id("job-b");
+  }
+  auto curves = BusbwCurves(rs);
+  ASSERT_EQ(curves.size(), 2u);
+  EXPECT_EQ(curves[0].series, "allreduce (job job-a)");
+  EXPECT_EQ(curves[1].series, "all_reduce (job job-b)");
+  // Several runs of one plan (jobs differ, the case name does not).
+  for (auto& r : rs) r.mutable_case_()->set_spec_name("allreduce");
+  curves = BusbwCurves(rs);
+  ASSERT_EQ(curves.size(), 1u);
+  EXPECT_EQ(curves[0].series, "allreduce");
+}
+
 TEST(BusbwCurves, TooFewSizesOrFailedPointsMakeNoCurve) {
   std::vector<v1::Result> rs = {Point(1 * kMiB, 50), Point(2 * kMiB, 60)};
   v1::Result failed = Point(4 * kMiB, 70);

@@ -566,3 +566,54 @@ TEST(RenderTrainScaling, UnderflowedGradientsAreNamedAndNotTheBestPoint) {
 
 }  // namespace
 }  // namespace ringmaster
+
+namespace ringmaster {
+namespace {
+
+// A row whose sampling stopped at its limit before the CI target carries
+// '*', and the end says how many; one that met its target does not.
+TEST(ConsoleReporter, CiShortOfItsTargetIsMarked) {
+  std::ostringstream out;
+  ConsoleReporter console(out);
+  v1::Result met = MakeResult(1024, false, 1e-3);
+  met.mutable_case_()->mutable_timing()->set_target_ci(0.02);
+  met.mutable_stats()->set_ci_target_met(true);
+  v1::Result short_of = MakeResult(2048, false, 1e-3);
+  short_of.mutable_case_()->mutable_timing()->set_target_ci(0.02);
+  short_of.mutable_stats()->set_stop_reason("max_samples");
+  console.Report(met);
+  console.Report(short_of);
+  RunSummary summary;
+  summary.results = 2;
+  summary.succeeded = true;
+  console.End(summary);
+  const std::string text = out.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '*'), 2)
+      << text;  // row + legend
+  EXPECT_NE(text.find("# ci95 marked *: 1 result(s)"), std::string::npos)
+      << text;
+}
+
+// Inference rows: forward passes with their own columns (no
+// communication, skew, loss or check), titled inference, and not in the
+// scaling tables.
+TEST(ConsoleReporter, InferenceRowsHaveTheirOwnColumns) {
+  std::ostringstream out;
+  ConsoleReporter console(out);
+  v1::Result r = TrainPoint(v1::FLOAT32, 64, 2e-3);
+  r.mutable_case_()->mutable_train()->set_inference(true);
+  r.mutable_train()->set_tflops_per_rank(0.035);
+  console.Report(r);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("# mlp: inference L8 H1024 B64/rank float32"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("forward"), std::string::npos) << text;
+  EXPECT_EQ(text.find("loss"), std::string::npos) << text;
+  EXPECT_EQ(text.find("exposed"), std::string::npos) << text;
+  EXPECT_NE(text.find("0.035"), std::string::npos) << text;
+  EXPECT_EQ(RenderTrainScaling({r}), "");
+}
+
+}  // namespace
+}  // namespace ringmaster

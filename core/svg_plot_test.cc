@@ -104,5 +104,40 @@ TEST(RenderHeatmap, EveryCellWithAValueIsDrawnWithItsValue) {
   EXPECT_GE(colours.size(), 2u);
 }
 
+// The fill of the cell whose tooltip names `value`.
+std::string CellFill(const std::string& svg, const std::string& value) {
+  const std::regex cell(
+      "fill=\"(#[0-9a-f]{6})\" stroke=\"#fff\"><title>[^<]*: " + value + " ");
+  std::smatch m;
+  return std::regex_search(svg, m, cell) ? m[1].str() : "";
+}
+
+// Close values look alike (the scale starts at 0, not at the lowest
+// value); where lower is better, the lower value is the darker one.
+TEST(RenderHeatmap, ScaleFromZeroAndDarkerIsBetter) {
+  Heatmap m;
+  m.title = "p2p";
+  m.unit = "GB/s";
+  m.row_names = m.col_names = {"0", "1"};
+  m.cells = {{kNaN, 100}, {102.6, kNaN}};
+  std::string svg = RenderHeatmap(m);
+  const std::string low = CellFill(svg, "100"), high = CellFill(svg, "102.6");
+  ASSERT_FALSE(low.empty()) << svg;
+  ASSERT_FALSE(high.empty()) << svg;
+  // Both near the dark end: 100/102.6 of the way, not white against dark.
+  EXPECT_NE(low, "#deebf7");
+  auto red = [](const std::string& c) {
+    return std::stoi(c.substr(1, 2), nullptr, 16);
+  };
+  EXPECT_LT(std::abs(red(low) - red(high)), 12) << low << " " << high;
+  m.unit = "ns";
+  m.lower_is_better = true;
+  m.cells = {{kNaN, 500}, {1000, kNaN}};
+  svg = RenderHeatmap(m);
+  // Darker means less red in this ramp: 500 ns is darker than 1000 ns.
+  EXPECT_LT(red(CellFill(svg, "500")), red(CellFill(svg, "1000"))) << svg;
+  EXPECT_NE(svg.find("(better)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ringmaster

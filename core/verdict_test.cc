@@ -216,7 +216,7 @@ rules:
   EXPECT_EQ(s[0].rank, 2);
 }
 
-TEST(Verdict, FailedResultsFailTheirRankAndUnmatchedRulesFailTheVerdict) {
+TEST(Verdict, FailedResultsFailTheirRankAndUnmatchedRulesAreNotApplicable) {
   Rules rules = MustParse(R"(
 rules:
   - {name: gemm, match: {bench: gemm}, min: 1}

@@ -68,8 +68,8 @@ TEST(NewUser, VariantsThatCannotDifferOnMpiAreSaidSo) {
 // against a GPU topology is refused, naming both.
 TEST(NewUser, ShippedRulesPassShippedPlansAndCalibrationChecksTheSystem) {
   const std::string out = TempDir("rules");
-  for (const char* plan :
-       {"plans/quickstart.yaml", "plans/collectives.yaml", "plans/p2p.yaml"}) {
+  for (const char* plan : {"plans/quickstart.yaml", "plans/collectives.yaml",
+                           "plans/p2p.yaml", "plans/dp-scaling.yaml"}) {
     Outcome run =
         Ringmaster({"run", Source(plan), "--np", "2", "--out", out, "--quiet"});
     ASSERT_EQ(run.exit_code, 0) << plan << "\n" << run.err;
@@ -190,6 +190,27 @@ TEST(NewUser, SkipsAreCountedOnceAndTheSameEverywhere) {
     by_reason += std::stoi((*it)[1]);
   EXPECT_EQ(by_reason, skipped) << run.out;
   fs::remove_all(out);
+}
+
+// An all-reduce larger than one MPI call can carry (2^31 float32 elements)
+// is SKIPPED with the figure before anything is allocated, and the job
+// succeeds; where the memory is short it is skipped for that instead.
+TEST(NewUser, ASizePastMpisCountIsSkippedNotFailed) {
+  const std::string dir = TempDir("count");
+  Write(dir + "/plan.yaml", R"(name: big
+cases:
+  - {name: ar, collective: all_reduce, sizes: [8GiB], placement: in_place,
+     timing: {min_samples: 1, max_samples: 1}}
+)");
+  Outcome o = Ringmaster({"run", dir + "/plan.yaml", "--np", "1", "--out",
+                          dir + "/out", "--quiet"});
+  EXPECT_EQ(o.exit_code, 0) << o.out << o.err;
+  EXPECT_THAT(o.out, HasSubstr("(0 failed, 1 skipped)"));
+  EXPECT_TRUE(o.out.find("exceed MPI's int count") != std::string::npos ||
+              o.out.find("needs ") != std::string::npos)
+      << o.out;
+  EXPECT_LT(o.seconds, 20) << "skipped before allocating 8 GiB";
+  fs::remove_all(dir);
 }
 
 // validate counts the cases a run of the same rank count runs, and prints

@@ -1,6 +1,8 @@
 #include "backends/host/host_backend.h"
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -66,6 +68,23 @@ absl::Status HostBackend::Prepare(const CollectiveConfig& config) {
       op_ != v1::MIN && op_ != v1::MAX) {
     return absl::UnimplementedError(absl::StrFormat(
         "host backend: op %s is not supported", ReduceOpName(config.op)));
+  }
+  // MPI counts are ints: reductions count elements, the others bytes. A
+  // size past that is refused before anything is allocated (the kind
+  // skips it: this transport cannot carry it in one call).
+  {
+    const int64_t elems = std::max(layout->send_count, layout->recv_count);
+    const int64_t count =
+        IsReduction(config.collective)
+            ? elems
+            : elems * static_cast<int64_t>(DataTypeSize(config.dtype));
+    if (count > INT_MAX) {
+      return absl::OutOfRangeError(absl::StrFormat(
+          "host backend: %d %s in one MPI call exceed MPI's int count (at "
+          "most %d)",
+          count, IsReduction(config.collective) ? "elements" : "bytes",
+          INT_MAX));
+    }
   }
   config_ = config;
   layout_ = *layout;

@@ -157,8 +157,15 @@ v1::Result RunCaseInner(const v1::Case& c, CollectiveBackend& backend,
                                          DataTypeSize(c.dtype()));
   config.in_place = c.in_place();
   config.root = c.root();
-  if (!AllRanksOk(backend.Prepare(config), control, &result,
-                  Unsupported::kFailed)) {
+  // A size the transport cannot carry (OutOfRange: MPI's int counts) is
+  // skipped with the figure; other refusals are the configuration's
+  // failure. Every rank prepares the same configuration, so they agree on
+  // which it is.
+  absl::Status prepared = backend.Prepare(config);
+  const bool too_large = absl::IsOutOfRange(prepared);
+  if (too_large) prepared = absl::UnimplementedError(prepared.message());
+  if (!AllRanksOk(prepared, control, &result,
+                  too_large ? Unsupported::kSkipped : Unsupported::kFailed)) {
     return result;
   }
   if (c.verify() && !Verified(backend, control, &result)) return result;

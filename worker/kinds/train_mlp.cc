@@ -199,13 +199,15 @@ v1::Result RunTrainInner(const v1::Case& c, Trainer& trainer,
   if (!m) return result;
   FillStats(*m, timing, rule, &result);
   // The breakdown is the median step's (independent medians of the parts
-  // need not add up to the median step).
+  // need not add up to the median step). Of an even count, the lower of
+  // the two middle steps: the median is their mean, so the breakdown's
+  // step (and its compute) never exceeds the step shown beside it.
   const std::vector<StepParts>& parts = sampler.parts();
   std::vector<size_t> idx(parts.size());
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
   std::sort(idx.begin(), idx.end(),
             [&](size_t a, size_t b) { return parts[a].step < parts[b].step; });
-  const StepParts& mid = parts[idx[idx.size() / 2]];
+  const StepParts& mid = parts[idx[(idx.size() - 1) / 2]];
   const double step = result.stats().median_s();
   fig->set_compute_s(mid.compute);
   fig->set_exposed_comm_s(mid.exposed);
