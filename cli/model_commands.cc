@@ -288,6 +288,13 @@ absl::Status SameSystem(const v1::Provenance& measured, const v1::Topology& t,
         files, measured.backend().empty() ? "host" : measured.backend(), host,
         t.id(), t.node().gpus(), want.empty() ? "unnamed" : want));
   }
+  if (!gpu.empty() && IsHostNode(t.node())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--calibrate: %s were measured on %s GPUs of %s; the topology %s "
+        "describes a node of host ranks without GPUs. Calibrate on results "
+        "measured on the system the topology describes",
+        files, gpu, host, t.id()));
+  }
   auto lower = [](std::string s) {
     for (char& ch : s) ch = static_cast<char>(std::tolower(ch));
     return s;

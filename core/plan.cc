@@ -217,6 +217,11 @@ absl::StatusOr<v1::SizeSweep> PlanParser::ParseSizes(
     sweep.set_min_bytes(min);
     sweep.set_max_bytes(max);
     sweep.set_factor(factor);
+    if (node["host_max"]) {
+      RM_ASSIGN_OR_RETURN(int64_t host_max,
+                          Size(node["host_max"], field + ".host_max"));
+      sweep.set_host_max_bytes(host_max);
+    }
     return sweep;
   }
   RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(node, field));

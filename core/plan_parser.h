@@ -63,7 +63,8 @@ inline constexpr const char* kTimingKeys[] = {"warmup",
                                               "warmup_time",
                                               "iters",
                                               "ci"};
-inline constexpr const char* kSizeKeys[] = {"min", "max", "factor"};
+inline constexpr const char* kSizeKeys[] = {"min", "max", "factor",
+                                            "host_max"};
 
 // A case key's node, falling back to the plan's defaults; `*field`
 // receives where the value was written (for messages).

@@ -76,6 +76,7 @@ absl::StatusOr<v1::Case> NextCase(const v1::Plan& plan,
   v1::Case c;
   c.set_seq(static_cast<int64_t>(so_far));
   c.set_spec_name(spec.name());
+  c.set_host_max_bytes(spec.sizes().host_max_bytes());
   return c;
 }
 

@@ -24,6 +24,7 @@
 #include "core/memory_need.h"
 #include "core/placement.h"
 #include "core/telemetry.h"
+#include "core/units.h"
 #include "spdlog/spdlog.h"
 #include "worker/bootstrap.h"
 #include "worker/coordinator_client.h"
@@ -443,6 +444,17 @@ absl::StatusOr<v1::Result> RankSession::RunOne(const v1::Case& c) {
         c, n,
         absl::StrFormat("no benchmark kind \"%s\" in this worker (it has: %s)",
                         name, absl::StrJoin(KindNames(), ", ")));
+  }
+  if (c.host_max_bytes() > 0 && c.size_bytes() > c.host_max_bytes()) {
+    std::string why;
+    BackendProvider* provider = ProviderFor(c, &why);
+    if (provider != nullptr && provider->kind() == v1::BACKEND_HOST) {
+      return SkippedResult(
+          c, n,
+          absl::StrFormat("above the plan's host_max of %s: this size is run "
+                          "on GPUs, not host ranks",
+                          FormatBytes(c.host_max_bytes())));
+    }
   }
   if (auto too_big = DoesNotFit(c, n)) return *too_big;
   if (!kind->RunsOnCaseRanks()) return kind->Run(c, *this);
