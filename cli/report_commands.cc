@@ -145,7 +145,9 @@ int ReportCommand(const ReportOptions& o) {
   }
   const std::string format =
       o.format.empty() ? (o.html.empty() ? "text" : "") : o.format;
-  if (!format.empty()) WriteView(*results, format, StoredJobs(o.inputs));
+  // How each job ended, from the stores beside the inputs: both views say.
+  const std::map<std::string, v1::Job> stored = StoredJobs(o.inputs);
+  if (!format.empty()) WriteView(*results, format, stored);
   if (!o.html.empty()) {
     HtmlReportOptions h;
     h.title = o.title;
@@ -156,7 +158,7 @@ int ReportCommand(const ReportOptions& o) {
     // Jobs that did not succeed, as their stores have them.
     std::map<std::string, int> per_job;
     for (const auto& r : *results) ++per_job[r.job_id()];
-    for (const auto& [id, job] : StoredJobs(o.inputs)) {
+    for (const auto& [id, job] : stored) {
       auto n = per_job.find(id);
       if (n == per_job.end() || job.state() == v1::JOB_SUCCEEDED) continue;
       RunSummary end;

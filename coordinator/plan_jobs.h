@@ -45,11 +45,11 @@ struct PlannedJob {
 // ceiling; `base` must outlive the result (variant pointers).
 std::vector<PlannedJob> JobsOfRounds(const v1::Job& base, int rounds);
 
-// On the host backend (MPI) NCCL_* variables change nothing: when every
-// variant of `job`'s plan sets only those, the variants measure the same
-// path. Then their ceilings are dropped from `job` (no "% of NVLink" for a
-// CPU run) and the warning to show is returned; otherwise "" and `job` is
-// left as it is. `backend` is the launch's resolved backend (host or cuda).
+// On the host backend (MPI) NCCL_* variables change nothing, and they are
+// all a variant may set: a plan's variants then measure the same path.
+// Their ceilings are dropped from `job` (no "% of NVLink" for a CPU run)
+// and the warning to show is returned; otherwise "" and `job` is left as
+// it is. `backend` is the launch's resolved backend (host or cuda).
 std::string DropVariantsWithoutEffect(const std::string& backend, v1::Job* job);
 
 // The NCCL tuning probe of `cases`: one pipelined, unverified operation

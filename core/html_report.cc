@@ -113,11 +113,7 @@ std::string RenderFigure(const Figure& f) {
 }
 
 std::string Num(double v, int digits = 4) {
-  if (!std::isfinite(v)) return "";
-  // As the terminal prints large figures: 18396.0, not 1.84e+04.
-  if (std::abs(v) >= 1e4 && std::abs(v) < 1e12)
-    return absl::StrFormat("%.1f", v);
-  return absl::StrFormat("%.*g", digits, v);
+  return std::isfinite(v) ? PlainNumber(v, digits) : "";
 }
 
 // A table from a header row and rows; the first column left-aligned.

@@ -23,13 +23,7 @@ const char* Colour(size_t i) {
   return kColours[i % (sizeof kColours / sizeof kColours[0])];
 }
 
-// Four significant digits, but never an exponent for values a terminal
-// table prints plainly (18396.0, not 1.84e+04).
-std::string G(double v) {
-  if (std::isfinite(v) && std::abs(v) >= 1e4 && std::abs(v) < 1e12)
-    return absl::StrFormat("%.1f", v);
-  return absl::StrFormat("%.4g", v);
-}
+std::string G(double v) { return PlainNumber(v); }
 std::string Px(double v) { return absl::StrFormat("%.1f", v); }
 
 // One axis: maps values to [0, 1] and lists its ticks.
@@ -184,6 +178,12 @@ std::string Ramp(double f) {
 }
 
 }  // namespace
+
+std::string PlainNumber(double v, int digits) {
+  if (std::isfinite(v) && std::abs(v) >= 1e4 && std::abs(v) < 1e12)
+    return absl::StrFormat("%.1f", v);
+  return absl::StrFormat("%.*g", digits, v);
+}
 
 std::string XmlEscape(std::string_view raw) {
   // Control characters first (shown as \xHH): no raw control byte reaches

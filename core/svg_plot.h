@@ -16,6 +16,11 @@ namespace ringmaster {
 // Escapes &, <, >, " and ' for XML/HTML text and attributes.
 std::string XmlEscape(std::string_view s);
 
+// A figure for a plot or a report table: `digits` significant digits, but
+// never an exponent for values a terminal table prints plainly (18396.0,
+// not 1.84e+04).
+std::string PlainNumber(double v, int digits = 4);
+
 struct LineSeries {
   std::string name;
   std::vector<std::pair<double, double>> points;  // (x, y), drawn in order
