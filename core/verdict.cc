@@ -570,7 +570,6 @@ void CheckRule(const Rule& rule, const std::vector<const v1::Result*>& ok,
     for (Observation& o : Observe(*r)) obs.push_back(std::move(o));
   }
   if (matched.empty()) {
-    report->not_applicable.push_back(rule.name);
     report->notes.push_back(
         absl::StrFormat("rule %s (%s) matched no result: not applicable",
                         rule.name, rule.where));
@@ -616,13 +615,10 @@ VerdictReport Evaluate(const Rules& rules,
   for (const Rule& rule : rules.rules) {
     const size_t before = report.findings.size();
     CheckRule(rule, ok, base_values, &report);
-    // Matched, but every fleet too small (or nothing with a ceiling or a
-    // baseline): this rule checked nothing either.
-    if (report.findings.size() == before &&
-        (report.not_applicable.empty() ||
-         report.not_applicable.back() != rule.name)) {
+    // Nothing matched, or every fleet too small (or nothing with a
+    // ceiling or a baseline): the rule checked nothing here.
+    if (report.findings.size() == before)
       report.not_applicable.push_back(rule.name);
-    }
   }
   return report;
 }
