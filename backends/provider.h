@@ -18,6 +18,7 @@
 #include "backends/backend.h"
 #include "backends/node_bench.h"
 #include "backends/trainer.h"
+#include "backends/transformer_trainer.h"
 #include "comm/host_comm.h"
 #include "core/faults.h"
 #include "core/memory_need.h"
@@ -67,6 +68,12 @@ class BackendProvider {
   virtual absl::StatusOr<std::unique_ptr<Trainer>> NewTrainer(
       const RankResources& r) = 0;
 
+  // A transformer trainer over `r`'s ranks (Unimplemented where the back
+  // end has none). Collective.
+  virtual absl::StatusOr<std::unique_ptr<TransformerTrainer>>
+  NewTransformerTrainer(const RankResources& r) {
+    return absl::UnimplementedError("this back end has no transformer trainer");
+  }
   // Memory the buffers of a case may take on local rank `local_rank`, one
   // of `local_ranks` on this host (host memory: MemAvailable shared by the
   // local ranks; a GPU: its free memory), 0 when unknown; and its name in

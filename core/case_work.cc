@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/transformer.h"
+
 namespace ringmaster {
 namespace {
 
@@ -31,6 +33,21 @@ double OpSeconds(const v1::Case& c) {
 
 double EstimatedCaseSeconds(const v1::Case& c) {
   const v1::Timing& t = c.timing();
+  if (c.has_transformer()) {
+    // Every step of warm-up, the check and the timed run, each the model
+    // FLOPs of the global batch over its ranks.
+    const v1::TransformerSpec& m = c.transformer();
+    const int ranks =
+        std::max(1, m.parallel().dp()) * std::max(1, m.parallel().tp());
+    const double tokens = static_cast<double>(std::max(1, m.parallel().dp())) *
+                          m.micro_batch() * m.seq();
+    const double step = kOpOverheadSeconds +
+                        TrainFlopsPerToken(ShapeOf(m), m.layers(), m.seq()) *
+                            tokens / ranks / kFlopsPerSecond;
+    const int steps = std::max(1, t.warmup_iters()) + std::max(1, m.steps()) +
+                      (m.check_steps() > 0 ? m.check_steps() + 1 : 0);
+    return kCaseOverheadSeconds + step * steps;
+  }
   const double op = OpSeconds(c);
   const int per_sample =
       std::max(1, t.fixed_iters_per_sample() > 0 ? t.fixed_iters_per_sample()

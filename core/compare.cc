@@ -11,6 +11,7 @@
 #include "core/labels.h"
 #include "core/names.h"
 #include "core/stats.h"
+#include "core/transformer.h"
 #include "core/units.h"
 
 namespace ringmaster {
@@ -174,6 +175,8 @@ std::string CompareKey(const v1::Result& r) {
     if (c.bench() == v1::BENCH_GEMM) {
       absl::StrAppendFormat(&key, " %dx%dx%d", c.gemm().m(), c.gemm().n(),
                             c.gemm().k());
+    } else if (c.bench() == v1::BENCH_TRANSFORMER) {
+      absl::StrAppend(&key, ", layout ", LayoutName(c));
     } else if (c.bench() != v1::BENCH_TRAIN) {
       absl::StrAppend(&key, " ", FormatBytes(c.size_bytes()));
     }

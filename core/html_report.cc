@@ -454,7 +454,7 @@ void NodeBenches(const std::vector<v1::Result>& results,
   for (const auto& r : results) {
     const v1::Case& c = r.case_();
     if (c.bench() == v1::BENCH_COLLECTIVE || c.bench() == v1::BENCH_TRAIN ||
-        c.bench() == v1::BENCH_FIND_SLOW)
+        c.bench() == v1::BENCH_TRANSFORMER || c.bench() == v1::BENCH_FIND_SLOW)
       continue;
     if (c.pattern() == v1::PAIR) {
       std::string title = absl::StrFormat("%s: %s, %s", c.spec_name(),

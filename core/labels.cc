@@ -86,6 +86,19 @@ std::string UnescapedLabel(const v1::Case& c) {
     case v1::BENCH_GEMM:
       parts.emplace_back(DataTypeName(c.dtype()));
       break;
+    case v1::BENCH_TRANSFORMER: {
+      const v1::TransformerSpec& t = c.transformer();
+      parts.push_back(absl::StrFormat(
+          "%s L%d seq %d micro-batch %d %s %s",
+          t.preset().empty()
+              ? absl::StrFormat("h%d/%dq/%dkv/f%d", t.hidden(), t.heads(),
+                                t.kv_heads(), t.ffn_hidden())
+              : t.preset(),
+          t.layers(), t.seq(), t.micro_batch(),
+          c.dtype() == v1::DATA_TYPE_UNSPECIFIED ? "" : DataTypeName(c.dtype()),
+          t.optimizer()));
+      break;
+    }
     case v1::BENCH_TRAIN: {
       const v1::TrainSpec& t = c.train();
       if (t.inference()) {

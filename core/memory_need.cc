@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "core/names.h"
+#include "core/transformer.h"
 #include "core/units.h"
 
 namespace ringmaster {
@@ -78,6 +79,12 @@ int64_t CaseMemoryBytes(const v1::Case& c, int nranks) {
     }
     case v1::BENCH_TRAIN:
       return TrainBytes(c);
+    case v1::BENCH_TRANSFORMER:
+      // float32 (the host's step) keeps the attention scores; bfloat16 is
+      // the GPUs' step, whose fused attention keeps none.
+      return c.dtype() == v1::BFLOAT16
+                 ? TransformerStepBytes(c.transformer(), 2, false)
+                 : TransformerStepBytes(c.transformer(), 4, true);
     default:
       return 0;
   }

@@ -57,6 +57,7 @@ constexpr Entry<v1::Bench> kBenches[] = {
     {v1::BENCH_GEMM, "gemm"},
     {v1::BENCH_TRAIN, "train"},
     {v1::BENCH_FIND_SLOW, "find_slow"},
+    {v1::BENCH_TRANSFORMER, "transformer"},
 };
 constexpr Entry<v1::CopyMethod> kCopyMethods[] = {
     {v1::COPY_ENGINE, "ce"}, {v1::SM, "sm"}, {v1::CPU, "cpu"}};

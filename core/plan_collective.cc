@@ -30,6 +30,8 @@ absl::Status PlanParser::ParseCollectiveCase(const YAML::Node& node,
       "method", "direction", "traffic",    "pattern", "memory",
       "path",   "shapes",    "slow_ratio", "members", "repeat"};
   node_keys.insert(node_keys.end(), kTrainKeys.begin(), kTrainKeys.end());
+  node_keys.insert(node_keys.end(), kTransformerKeys.begin(),
+                   kTransformerKeys.end());
   for (const char* key : node_keys) {
     YAML::Node n = get(key, &f);
     if (n) {

@@ -28,6 +28,15 @@ absl::Status PlanParser::ParseBenchCase(const YAML::Node& node,
   const v1::Bench bench = spec->bench();
   const std::string bname(BenchName(bench));
   if (bench == v1::BENCH_TRAIN) return ParseTrainCase(node, get, spec);
+  if (bench == v1::BENCH_TRANSFORMER)
+    return ParseTransformerCase(node, get, spec);
+  for (const char* key : kTransformerKeys) {
+    YAML::Node n = get(key, &f);
+    if (n)
+      return Error(n, f,
+                   absl::StrFormat(
+                       "belongs to bench: transformer, not bench: %s", bname));
+  }
   for (const char* key : kTrainKeys) {
     YAML::Node n = get(key, &f);
     if (n)

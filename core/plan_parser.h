@@ -50,7 +50,12 @@ inline constexpr std::array<const char*, A + B> Concat(
   for (size_t i = 0; i < B; ++i) out[A + i] = b[i];
   return out;
 }
-inline constexpr auto kCaseKeys = Concat(kOtherCaseKeys, kTrainKeys);
+// Keys only bench: transformer takes (it shares model, optimizer, lr,
+// steps and check_steps with bench: train).
+inline constexpr std::array<const char*, 2> kTransformerKeys = {"parallel",
+                                                                "weight_decay"};
+inline constexpr auto kCaseKeys =
+    Concat(Concat(kOtherCaseKeys, kTrainKeys), kTransformerKeys);
 inline constexpr const char* kModelKeys[] = {"layers", "hidden", "batch"};
 inline constexpr const char* kTimingKeys[] = {"warmup",
                                               "min_samples",
@@ -63,8 +68,7 @@ inline constexpr const char* kTimingKeys[] = {"warmup",
                                               "warmup_time",
                                               "iters",
                                               "ci"};
-inline constexpr const char* kSizeKeys[] = {"min", "max", "factor",
-                                            "host_max"};
+inline constexpr const char* kSizeKeys[] = {"min", "max", "factor", "host_max"};
 
 // A case key's node, falling back to the plan's defaults; `*field`
 // receives where the value was written (for messages).
@@ -157,6 +161,16 @@ class PlanParser : public YamlReader {
   absl::Status ParseTrainModel(const YAML::Node& node, const CaseKeys& get,
                                v1::CaseSpec* spec) const;
   absl::Status ParseTrainStep(const CaseKeys& get, v1::CaseSpec* spec) const;
+
+  // plan_transformer.cc
+  // bench: transformer: the model, its parallel layouts and the step.
+  absl::Status ParseTransformerCase(const YAML::Node& node, const CaseKeys& get,
+                                    v1::CaseSpec* spec) const;
+  absl::Status ParseTransformerModel(const YAML::Node& node,
+                                     const CaseKeys& get,
+                                     v1::CaseSpec* spec) const;
+  absl::Status ParseTransformerLayouts(const CaseKeys& get,
+                                       v1::CaseSpec* spec) const;
 
   // plan_node_bench.cc: a list-valued enum key, every entry through
   // `parse` and in `allowed`, or `fallback`.

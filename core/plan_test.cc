@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/sweep.h"
+#include "core/transformer.h"
 
 namespace ringmaster {
 namespace {
@@ -94,6 +95,42 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadPlan{"unknown_top_key", "name: x\ncolour: red\ncases: []\n",
                 "bad.yaml:2: colour:", "unknown key"},
+        BadPlan{"transformer_tp_not_dividing_heads",
+                "name: x\ncases:\n  - name: a\n    bench: transformer\n"
+                "    model: {preset: llama3-8b, layers: 2, seq: 64}\n"
+                "    parallel: [{dp: 2}, {tp: 3}]\n",
+                "bad.yaml:6: cases[0].parallel[1].tp:", "does not divide"},
+        BadPlan{"transformer_zero_without_dp",
+                "name: x\ncases:\n  - name: a\n    bench: transformer\n"
+                "    model: {preset: llama3-8b, layers: 2, seq: 64}\n"
+                "    parallel: {zero: 3}\n",
+                "bad.yaml:6: cases[0].parallel.zero:", "dp of 2"},
+        BadPlan{"transformer_sp_without_tp",
+                "name: x\ncases:\n  - name: a\n    bench: transformer\n"
+                "    model: {preset: llama3-8b, layers: 2, seq: 64}\n"
+                "    parallel: {sp: true}\n",
+                "bad.yaml:6: cases[0].parallel.sp:", "tp of 2"},
+        BadPlan{"transformer_unknown_preset",
+                "name: x\ncases:\n  - name: a\n    bench: transformer\n"
+                "    model: {preset: llama9, layers: 2, seq: 64}\n",
+                "bad.yaml:5: cases[0].model.preset:", "llama3-8b"},
+        BadPlan{"transformer_shape_missing",
+                "name: x\ncases:\n  - name: a\n    bench: transformer\n"
+                "    model: {hidden: 64, layers: 2, seq: 64}\n",
+                "bad.yaml:5: cases[0].model.heads:", "missing"},
+        BadPlan{"transformer_takes_no_bucket",
+                "name: x\ncases:\n  - name: a\n    bench: transformer\n"
+                "    model: {preset: llama3-8b, layers: 2, seq: 64}\n"
+                "    bucket: 1MiB\n",
+                "bad.yaml:6: cases[0].bucket:", "bench: transformer"},
+        BadPlan{"parallel_belongs_to_transformer",
+                "name: x\ncases:\n  - name: a\n    bench: gemm\n"
+                "    parallel: {tp: 2}\n",
+                "bad.yaml:5: cases[0].parallel:", "bench: transformer"},
+        BadPlan{"layers_past_the_preset",
+                "name: x\ncases:\n  - name: a\n    bench: transformer\n"
+                "    model: {preset: llama3-8b, layers: 33, seq: 64}\n",
+                "bad.yaml:5: cases[0].model.layers:", ""},
         BadPlan{"unknown_case_key",
                 "name: x\ncases:\n  - name: a\n    collective: all_reduce\n"
                 "    sizes: 8B\n    sise: 9\n",
@@ -497,6 +534,43 @@ cases:
   EXPECT_EQ((*sc)[5].train().batch(), 8);
 }
 
+// A preset's shape with fewer layers, a list of layouts (one case each,
+// on dp x tp ranks) and the dtype left to the backend.
+TEST(ParsePlanYaml, TransformerCaseAndExpansion) {
+  auto plan = ParsePlanYaml(R"(name: x
+cases:
+  - name: llama
+    bench: transformer
+    model: {preset: llama3-8b, layers: 4, seq: 4096, micro_batch: 2}
+    parallel: [{dp: 2}, {tp: 2, sp: true}, {dp: 2, tp: 2, zero: 3}]
+    weight_decay: 0.1
+    steps: 7
+)",
+                            "x.yaml");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const v1::TransformerSpec& t = plan->cases(0).transformer();
+  EXPECT_EQ(t.preset(), "llama3-8b");
+  EXPECT_EQ(t.layers(), 4);
+  EXPECT_EQ(t.hidden(), 4096);
+  EXPECT_EQ(t.kv_heads(), 8);
+  EXPECT_EQ(t.ffn_hidden(), 14336);
+  EXPECT_EQ(t.seq(), 4096);
+  EXPECT_EQ(t.micro_batch(), 2);
+  EXPECT_EQ(t.optimizer(), "adamw");
+  EXPECT_DOUBLE_EQ(t.weight_decay(), 0.1);
+  EXPECT_EQ(t.steps(), 7);
+  auto cases = ExpandPlan(*plan, 100000, 4);
+  ASSERT_TRUE(cases.ok()) << cases.status();
+  ASSERT_EQ(cases->size(), 3u);
+  EXPECT_EQ((*cases)[0].nranks(), 2);
+  EXPECT_EQ((*cases)[2].nranks(), 4);
+  EXPECT_EQ((*cases)[2].transformer().parallel().zero(), 3);
+  EXPECT_TRUE((*cases)[1].transformer().parallel().sp());
+  EXPECT_EQ((*cases)[0].dtype(), v1::DATA_TYPE_UNSPECIFIED);
+  EXPECT_EQ(LayoutName((*cases)[2]), "dp2 tp2 zero3");
+  EXPECT_EQ(LayoutName((*cases)[1]), "tp2+sp");
+}
+
 TEST(ParsePlanYaml, ShippedP2pPlanIsValid) {
   auto plan =
       LoadPlanFile(std::string(RINGMASTER_SOURCE_DIR) + "/plans/p2p.yaml");
@@ -505,6 +579,9 @@ TEST(ParsePlanYaml, ShippedP2pPlanIsValid) {
   auto dp = LoadPlanFile(std::string(RINGMASTER_SOURCE_DIR) +
                          "/plans/dp-scaling.yaml");
   ASSERT_TRUE(dp.ok()) << dp.status();
+  auto tf = LoadPlanFile(std::string(RINGMASTER_SOURCE_DIR) +
+                         "/plans/transformer.yaml");
+  ASSERT_TRUE(tf.ok()) << tf.status();
 }
 
 TEST(LoadPlanFile, MissingFileIsNotFound) {

@@ -27,7 +27,7 @@ absl::Status PlanParser::ParseTrainCase(const YAML::Node& node,
   for (const char* key :
        {"collective", "ops", "placement", "root", "sizes", "method",
         "direction", "traffic", "pattern", "memory", "path", "shapes",
-        "slow_ratio", "members", "repeat"}) {
+        "slow_ratio", "members", "repeat", "parallel", "weight_decay"}) {
     YAML::Node n = get(key, &f);
     if (n) return Error(n, f, "bench: train does not take this key");
   }

@@ -30,6 +30,13 @@ std::string OpText(const v1::Case& c) {
 // variant: the line that introduces it.
 std::string UnescapedGroup(const v1::Result& r) {
   const v1::Case& c = r.case_();
+  if (c.bench() == v1::BENCH_TRANSFORMER) {
+    // Layouts of one spec share a table: ranks are a column.
+    std::string g =
+        absl::StrFormat("%s: %s", Printable(c.spec_name()), BenchLabel(c));
+    if (!c.variant().empty()) g += " | variant " + c.variant();
+    return g;
+  }
   if (c.bench() != v1::BENCH_COLLECTIVE) {
     std::string g =
         absl::StrFormat("%s: %s | %d ranks", Printable(c.spec_name()),
@@ -77,6 +84,8 @@ std::string CsvField(std::string_view raw) {
 }
 
 }  // namespace
+
+std::string NotOkCell(const v1::Result& r) { return NotOkText(r); }
 
 void ConsoleReporter::Begin(const RunContext& context) {
   out_ << absl::StrFormat("# ringmaster %s | job %s | %d ranks | backend %s\n",
@@ -146,7 +155,9 @@ void ConsoleReporter::Report(const v1::Result& r) {
   }
   if (group != last_group_) {
     out_ << "#\n# " << group << "\n";
-    if (bench && r.case_().bench() == v1::BENCH_TRAIN) {
+    if (r.case_().bench() == v1::BENCH_TRANSFORMER) {
+      TransformerHeader();
+    } else if (bench && r.case_().bench() == v1::BENCH_TRAIN) {
       if (r.case_().train().inference()) {
         InferenceHeader();
       } else {
@@ -161,6 +172,10 @@ void ConsoleReporter::Report(const v1::Result& r) {
   }
   if (bench && r.case_().bench() == v1::BENCH_TRAIN) {
     TrainRow(r);
+    return;
+  }
+  if (r.case_().bench() == v1::BENCH_TRANSFORMER) {
+    TransformerRow(r);
     return;
   }
   if (bench) {
@@ -728,7 +743,8 @@ std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
     const v1::Case& c = r.case_();
     // Plug-in kinds have no per-rank bandwidth matrix: their table says all.
     if (c.bench() == v1::BENCH_COLLECTIVE || c.bench() == v1::BENCH_TRAIN ||
-        c.bench() == v1::BENCH_PLUGIN || c.pattern() == v1::ALL_RANKS) {
+        c.bench() == v1::BENCH_TRANSFORMER || c.bench() == v1::BENCH_PLUGIN ||
+        c.pattern() == v1::ALL_RANKS) {
       continue;
     }
     std::string point = c.bench() == v1::BENCH_GEMM

@@ -47,6 +47,10 @@ class Reporter {
 };
 
 // The terminal table: one row per result, printed as results arrive.
+// "SKIPPED: why" or "FAILED reason rank N: detail", printable, for a
+// table row.
+std::string NotOkCell(const v1::Result& r);
+
 class ConsoleReporter : public Reporter {
  public:
   explicit ConsoleReporter(std::ostream& out) : out_(out) {}
@@ -61,6 +65,9 @@ class ConsoleReporter : public Reporter {
   void TrainHeader();
   void InferenceHeader();
   void TrainRow(const v1::Result& r);
+  // report_transformer.cc
+  void TransformerHeader();
+  void TransformerRow(const v1::Result& r);
   void FindSlowRows(const v1::Result& r);
   std::ostream& out_;
   std::string last_group_;

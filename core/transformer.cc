@@ -6,9 +6,20 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/transformer_ops.h"
 
 namespace ringmaster {
 namespace {
+
+using transformer_ops::AddMatMulAT;
+using transformer_ops::AddMatMulBT;
+using transformer_ops::Attention;
+using transformer_ops::AttentionBackward;
+using transformer_ops::MatMul;
+using transformer_ops::RmsNorm;
+using transformer_ops::RmsNormBackward;
+using transformer_ops::Rope;
+using transformer_ops::Sigmoid;
 
 TransformerShape Llama3_8B() {
   TransformerShape s;
@@ -68,9 +79,9 @@ TransformerShape Gpt3_175B() {
   return s;
 }
 
-// A uniform number in [-1, 1) from a key and an index (splitmix64): the
-// same weights and data on every backend and rank.
-double Uniform(uint64_t key, uint64_t index) {
+}  // namespace
+
+double TransformerUniform(uint64_t key, uint64_t index) {
   uint64_t z = key * 0x9E3779B97F4A7C15ull + index + 0x632BE59BD9B4E019ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -78,179 +89,122 @@ double Uniform(uint64_t key, uint64_t index) {
   return static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0;
 }
 
-// c[n x m] = a[n x k] * b[k x m].
-template <typename T>
-void MatMul(const T* a, const T* b, T* c, int64_t n, int64_t k, int64_t m) {
-  std::fill(c, c + n * m, T(0));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t l = 0; l < k; ++l) {
-      const T av = a[i * k + l];
-      for (int64_t j = 0; j < m; ++j) c[i * m + j] += av * b[l * m + j];
-    }
+double TransformerWeight(const TransformerShape& s, int layer,
+                         TransformerMatrix m, int64_t index) {
+  const int64_t q = s.heads * s.head_dim;
+  int64_t fan_in = s.hidden;
+  if (m == TransformerMatrix::kO) fan_in = q;
+  if (m == TransformerMatrix::kDown) fan_in = s.ffn_hidden;
+  const uint64_t key =
+      16 * static_cast<uint64_t>(layer + 1) + static_cast<uint64_t>(m);
+  return TransformerUniform(key, static_cast<uint64_t>(index)) /
+         std::sqrt(static_cast<double>(fan_in));
 }
 
-// dw[k x m] += a[n x k]^T * dy[n x m].
-template <typename T>
-void AddMatMulAT(const T* a, const T* dy, T* dw, int64_t n, int64_t k,
-                 int64_t m) {
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t l = 0; l < k; ++l) {
-      const T av = a[i * k + l];
-      for (int64_t j = 0; j < m; ++j) dw[l * m + j] += av * dy[i * m + j];
-    }
+double TransformerInput(int64_t index) {
+  return TransformerUniform(1, static_cast<uint64_t>(index));
 }
 
-// dx[n x k] += dy[n x m] * w[k x m]^T.
-template <typename T>
-void AddMatMulBT(const T* dy, const T* w, T* dx, int64_t n, int64_t m,
-                 int64_t k) {
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t l = 0; l < k; ++l) {
-      T sum = 0;
-      for (int64_t j = 0; j < m; ++j) sum += dy[i * m + j] * w[l * m + j];
-      dx[i * k + l] += sum;
-    }
+double TransformerTarget(int64_t index) {
+  return 0.5 * TransformerUniform(2, static_cast<uint64_t>(index));
 }
 
-// y = x / rms(x) * g per row; r holds each row's 1 / rms.
-template <typename T>
-void RmsNorm(const T* x, const T* g, T* y, T* r, int64_t n, int64_t h,
-             double eps) {
-  for (int64_t i = 0; i < n; ++i) {
-    T ss = 0;
-    for (int64_t j = 0; j < h; ++j) ss += x[i * h + j] * x[i * h + j];
-    r[i] = T(1) / std::sqrt(ss / T(h) + T(eps));
-    for (int64_t j = 0; j < h; ++j) y[i * h + j] = x[i * h + j] * r[i] * g[j];
+std::string ParallelName(const TransformerParallel& p) {
+  std::vector<std::string> parts;
+  if (p.dp > 1 || p.tp == 1) parts.push_back(absl::StrFormat("dp%d", p.dp));
+  if (p.tp > 1)
+    parts.push_back(absl::StrFormat("tp%d%s", p.tp, p.sp ? "+sp" : ""));
+  if (p.zero > 0) parts.push_back(absl::StrFormat("zero%d", p.zero));
+  return absl::StrJoin(parts, " ");
+}
+
+absl::Status ValidateParallel(const TransformerShape& s,
+                              const TransformerParallel& p, int64_t micro_batch,
+                              int64_t seq) {
+  auto bad = [](const std::string& field, const std::string& why) {
+    return absl::InvalidArgumentError(field + ": " + why);
+  };
+  if (p.dp < 1) return bad("dp", "expected at least 1");
+  if (p.tp < 1) return bad("tp", "expected at least 1");
+  if (s.heads % p.tp != 0 || s.kv_heads % p.tp != 0 ||
+      s.ffn_hidden % p.tp != 0) {
+    return bad("tp", absl::StrFormat(
+                         "%d does not divide heads (%d), kv_heads (%d) and "
+                         "ffn_hidden (%d)",
+                         p.tp, s.heads, s.kv_heads, s.ffn_hidden));
   }
-}
-
-// dx += d(RmsNorm)/dx . dy; dg += d/dg.
-template <typename T>
-void RmsNormBackward(const T* x, const T* g, const T* r, const T* dy, T* dx,
-                     T* dg, int64_t n, int64_t h) {
-  for (int64_t i = 0; i < n; ++i) {
-    T dot = 0;  // mean over the row of dxhat * xhat
-    for (int64_t j = 0; j < h; ++j) {
-      const T xhat = x[i * h + j] * r[i];
-      dg[j] += dy[i * h + j] * xhat;
-      dot += dy[i * h + j] * g[j] * xhat;
-    }
-    dot /= T(h);
-    for (int64_t j = 0; j < h; ++j) {
-      const T xhat = x[i * h + j] * r[i];
-      dx[i * h + j] += r[i] * (dy[i * h + j] * g[j] - xhat * dot);
-    }
+  if (p.sp && p.tp < 2)
+    return bad("sp", "sequence parallelism needs tp of 2 or more");
+  if (p.sp && (micro_batch * seq) % p.tp != 0) {
+    return bad("sp", absl::StrFormat("micro_batch x seq = %d tokens do not "
+                                     "split over tp = %d ranks",
+                                     micro_batch * seq, p.tp));
   }
+  if (p.zero != 0 && p.zero != 1 && p.zero != 3)
+    return bad("zero", "expected 0, 1 or 3");
+  if (p.zero != 0 && p.dp < 2)
+    return bad("zero",
+               "shards over data-parallel ranks: needs dp of 2 or more");
+  return absl::OkStatus();
 }
 
-// Rotary embedding of every head of `v` ([tokens x heads*hd], token t at
-// position t % seq), rotate-half pairs (i, i + hd/2) as Llama's; `sign` -1
-// applies the inverse rotation (the backward pass of the forward one).
-template <typename T>
-void Rope(T* v, int64_t tokens, int64_t seq, int64_t heads, int64_t hd,
-          double theta, int sign) {
-  const int64_t half = hd / 2;
-  for (int64_t t = 0; t < tokens; ++t) {
-    const double pos = static_cast<double>(t % seq);
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle =
-          pos * std::pow(theta, -2.0 * static_cast<double>(i) / hd);
-      const T c = static_cast<T>(std::cos(angle));
-      const T s = static_cast<T>(sign * std::sin(angle));
-      for (int64_t h = 0; h < heads; ++h) {
-        T* p = v + t * heads * hd + h * hd;
-        const T a = p[i], b = p[i + half];
-        p[i] = a * c - b * s;
-        p[i + half] = a * s + b * c;
-      }
-    }
+TransformerShape ShapeOf(const v1::TransformerSpec& t) {
+  TransformerShape s;
+  if (!t.preset().empty()) {
+    if (auto preset = TransformerPreset(t.preset()); preset.ok()) s = *preset;
+  } else {
+    s.name = "custom";
   }
+  s.layers = t.layers();
+  s.hidden = t.hidden();
+  s.heads = t.heads();
+  s.kv_heads = t.kv_heads();
+  s.head_dim = t.head_dim();
+  s.ffn_hidden = t.ffn_hidden();
+  if (t.rope_theta() > 0) s.rope_theta = t.rope_theta();
+  return s;
 }
 
-// Causal attention with grouped-query heads over `batch` sequences of
-// `seq` tokens: q [tokens x heads*hd] and k, v [tokens x kv*hd] (q and k
-// after RoPE); p [batch x heads x seq x seq] the probabilities (0 above
-// the diagonal); o [tokens x heads*hd].
-template <typename T>
-void Attention(const T* q, const T* k, const T* v, T* p, T* o, int64_t batch,
-               int64_t seq, int64_t heads, int64_t kvh, int64_t hd) {
-  const int64_t group = heads / kvh, qw = heads * hd, kw = kvh * hd;
-  const T scale = T(1) / std::sqrt(static_cast<T>(hd));
-  std::fill(o, o + batch * seq * qw, T(0));
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h) {
-      const int64_t kv = h / group;
-      for (int64_t i = 0; i < seq; ++i) {
-        T* row = p + ((b * heads + h) * seq + i) * seq;
-        const T* qi = q + (b * seq + i) * qw + h * hd;
-        T mx = -std::numeric_limits<T>::infinity();
-        for (int64_t j = 0; j <= i; ++j) {
-          const T* kj = k + (b * seq + j) * kw + kv * hd;
-          T dot = 0;
-          for (int64_t d = 0; d < hd; ++d) dot += qi[d] * kj[d];
-          row[j] = dot * scale;
-          mx = std::max(mx, row[j]);
-        }
-        T sum = 0;
-        for (int64_t j = 0; j <= i; ++j) {
-          row[j] = std::exp(row[j] - mx);
-          sum += row[j];
-        }
-        for (int64_t j = 0; j < seq; ++j) row[j] = j <= i ? row[j] / sum : T(0);
-        T* oi = o + (b * seq + i) * qw + h * hd;
-        for (int64_t j = 0; j <= i; ++j) {
-          const T* vj = v + (b * seq + j) * kw + kv * hd;
-          for (int64_t d = 0; d < hd; ++d) oi[d] += row[j] * vj[d];
-        }
-      }
-    }
+TransformerParallel ParallelOf(const v1::ParallelLayout& p) {
+  TransformerParallel out;
+  out.dp = std::max(1, p.dp());
+  out.tp = std::max(1, p.tp());
+  out.sp = p.sp();
+  out.zero = p.zero();
+  return out;
 }
 
-// Accumulates the gradients of Attention's inputs from `dout`.
-template <typename T>
-void AttentionBackward(const T* q, const T* k, const T* v, const T* p,
-                       const T* dout, T* dq, T* dk, T* dv, int64_t batch,
-                       int64_t seq, int64_t heads, int64_t kvh, int64_t hd) {
-  const int64_t group = heads / kvh, qw = heads * hd, kw = kvh * hd;
-  const T scale = T(1) / std::sqrt(static_cast<T>(hd));
-  std::vector<T> dp(seq);
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h) {
-      const int64_t kv = h / group;
-      for (int64_t i = 0; i < seq; ++i) {
-        const T* row = p + ((b * heads + h) * seq + i) * seq;
-        const T* doi = dout + (b * seq + i) * qw + h * hd;
-        const T* qi = q + (b * seq + i) * qw + h * hd;
-        T* dqi = dq + (b * seq + i) * qw + h * hd;
-        T weighted = 0;  // sum_j p_ij dp_ij
-        for (int64_t j = 0; j <= i; ++j) {
-          const T* vj = v + (b * seq + j) * kw + kv * hd;
-          T dot = 0;
-          for (int64_t d = 0; d < hd; ++d) dot += doi[d] * vj[d];
-          dp[j] = dot;
-          weighted += row[j] * dot;
-        }
-        for (int64_t j = 0; j <= i; ++j) {
-          const T ds = row[j] * (dp[j] - weighted) * scale;
-          const T* kj = k + (b * seq + j) * kw + kv * hd;
-          T* dkj = dk + (b * seq + j) * kw + kv * hd;
-          T* dvj = dv + (b * seq + j) * kw + kv * hd;
-          for (int64_t d = 0; d < hd; ++d) {
-            dvj[d] += row[j] * doi[d];
-            dqi[d] += ds * kj[d];
-            dkj[d] += ds * qi[d];
-          }
-        }
-      }
-    }
+std::string LayoutName(const v1::Case& c) {
+  return ParallelName(ParallelOf(c.transformer().parallel()));
 }
 
-template <typename T>
-T Sigmoid(T a) {
-  return T(1) / (T(1) + std::exp(-a));
+int64_t TransformerStepBytes(const v1::TransformerSpec& t, int elem,
+                             bool saves_scores) {
+  const TransformerShape s = ShapeOf(t);
+  const TransformerParallel p = ParallelOf(t.parallel());
+  const double params =
+      static_cast<double>(LayerParams(s)) / p.tp * t.layers() + s.hidden;
+  const double shard = p.zero >= 1 ? params / p.dp : params;
+  const double state =
+      (t.optimizer() == "sgd" ? 0.0 : 8.0) + (elem < 4 ? 4.0 : 0.0);
+  const double weights = (p.zero == 3 ? shard : params) * elem;
+  const double grads = (p.zero == 3 ? shard : params) * elem;
+  const double n = static_cast<double>(t.micro_batch()) * t.seq();
+  const double rows = p.sp ? n / p.tp : n;
+  const double q = static_cast<double>(s.heads) * s.head_dim / p.tp;
+  const double kv = static_cast<double>(s.kv_heads) * s.head_dim / p.tp;
+  const double f = static_cast<double>(s.ffn_hidden) / p.tp;
+  // Per layer: residual in and mid, two norms' outputs (rows, and all n
+  // tokens), q, k, v, attention output, gate and up.
+  double act =
+      rows * s.hidden * 4 + n * s.hidden * 2 + n * (2 * q + 2 * kv) + n * 2 * f;
+  if (saves_scores)
+    act += static_cast<double>(t.micro_batch()) * s.heads / p.tp * t.seq() *
+           t.seq();
+  const double total =
+      weights + grads + shard * state + act * elem * t.layers();
+  return static_cast<int64_t>(std::min(total, 9e18));
 }
-
-}  // namespace
 
 absl::StatusOr<TransformerShape> TransformerPreset(const std::string& name) {
   if (name == "llama3-8b") return Llama3_8B();
@@ -338,10 +292,9 @@ ReferenceTransformer<T>::ReferenceTransformer(const TransformerShape& shape,
   params_.assign(offset, T(0));
   decays_.assign(offset, true);
   // Gains 1 (not decayed); matrices uniform in +-1/sqrt(fan_in).
-  auto fill = [&](int64_t at, int64_t n, int64_t fan_in, uint64_t key) {
-    const double scale = 1.0 / std::sqrt(static_cast<double>(fan_in));
+  auto fill = [&](int64_t at, int64_t n, int l, TransformerMatrix m) {
     for (int64_t i = 0; i < n; ++i)
-      params_[at + i] = static_cast<T>(scale * Uniform(key, i));
+      params_[at + i] = static_cast<T>(TransformerWeight(s_, l, m, i));
   };
   auto gain = [&](int64_t at) {
     for (int64_t i = 0; i < h; ++i) {
@@ -351,16 +304,15 @@ ReferenceTransformer<T>::ReferenceTransformer(const TransformerShape& shape,
   };
   for (int l = 0; l < layers_; ++l) {
     const Layer& L = layer_[l];
-    const uint64_t k = 16 * static_cast<uint64_t>(l + 1);
     gain(L.attn_norm);
-    fill(L.wq, h * q, h, k + 1);
-    fill(L.wk, h * kv, h, k + 2);
-    fill(L.wv, h * kv, h, k + 3);
-    fill(L.wo, q * h, q, k + 4);
+    fill(L.wq, h * q, l, TransformerMatrix::kQ);
+    fill(L.wk, h * kv, l, TransformerMatrix::kK);
+    fill(L.wv, h * kv, l, TransformerMatrix::kV);
+    fill(L.wo, q * h, l, TransformerMatrix::kO);
     gain(L.mlp_norm);
-    fill(L.wg, h * f, h, k + 5);
-    fill(L.wu, h * f, h, k + 6);
-    fill(L.wd, f * h, f, k + 7);
+    fill(L.wg, h * f, l, TransformerMatrix::kGate);
+    fill(L.wu, h * f, l, TransformerMatrix::kUp);
+    fill(L.wd, f * h, l, TransformerMatrix::kDown);
   }
   gain(final_norm_);
   grads_.assign(offset, T(0));
@@ -368,8 +320,8 @@ ReferenceTransformer<T>::ReferenceTransformer(const TransformerShape& shape,
   input_.resize(n);
   target_.resize(n);
   for (int64_t i = 0; i < n; ++i) {
-    input_[i] = static_cast<T>(Uniform(1, i));
-    target_[i] = static_cast<T>(0.5 * Uniform(2, i));
+    input_[i] = static_cast<T>(TransformerInput(i));
+    target_[i] = static_cast<T>(TransformerTarget(i));
   }
   saved_.resize(layers_);
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ringmaster/v1/plan.pb.h"
 
 namespace ringmaster {
 
@@ -65,6 +66,64 @@ int64_t ModelParams(const TransformerShape& s);
 // embeddings (the benchmark has neither). Forward only: a third of it.
 double TrainFlopsPerToken(const TransformerShape& s, int layers, int64_t seq);
 double ForwardFlopsPerToken(const TransformerShape& s, int layers, int64_t seq);
+
+// Initial values, the same on every backend and rank: a uniform number in
+// [-1, 1) from a key and an index (splitmix64).
+double TransformerUniform(uint64_t key, uint64_t index);
+
+// The matrices of a layer, in the reference's parameter order. Each is
+// stored [in x out] row-major (y = x W).
+enum class TransformerMatrix { kQ = 1, kK, kV, kO, kGate, kUp, kDown };
+
+// Element `index` (row-major in the whole [in x out] matrix) of matrix `m`
+// of layer `layer` (0-based): uniform in +-1/sqrt(in). Gains start at 1.
+double TransformerWeight(const TransformerShape& s, int layer,
+                         TransformerMatrix m, int64_t index);
+
+// Element `index` of the input and of the regression target, row-major
+// [batch * seq x hidden] over the whole global batch.
+double TransformerInput(int64_t index);
+double TransformerTarget(int64_t index);
+
+// How the ranks of one case share the model: dp x tp ranks, rank r at
+// tensor-parallel rank r % tp of data-parallel replica r / tp (so that a
+// tensor-parallel group is consecutive ranks, inside one node).
+struct TransformerParallel {
+  int dp = 1;
+  int tp = 1;
+  bool sp = false;  // sequence parallel: norms and residuals on a 1/tp
+                    // share of the tokens (tp > 1)
+  int zero = 0;     // 0: replicated; 1: optimizer state sharded over dp;
+                    // 3: parameters, gradients and state sharded (FSDP)
+  int ranks() const { return dp * tp; }
+};
+
+// "dp2", "tp2", "tp2+sp", "dp2 zero3", "dp2 tp2": the layout's name in
+// tables.
+std::string ParallelName(const TransformerParallel& p);
+
+// InvalidArgument naming the field when `p` cannot split `s` with
+// `micro_batch` sequences of `seq` tokens per data-parallel replica: tp
+// must divide heads, kv_heads and ffn_hidden; sp needs tp > 1 and tokens
+// divisible by tp; zero is 0, 1 or 3 and needs dp > 1.
+absl::Status ValidateParallel(const TransformerShape& s,
+                              const TransformerParallel& p, int64_t micro_batch,
+                              int64_t seq);
+
+// A plan's transformer spec as a shape (its layers the ones run) and a
+// layout; a case's layout name ("tp2+sp").
+TransformerShape ShapeOf(const v1::TransformerSpec& t);
+TransformerParallel ParallelOf(const v1::ParallelLayout& p);
+std::string LayoutName(const v1::Case& c);
+
+// Bytes one rank of `t`'s layout holds during a step with `elem`-byte
+// weights and activations: weights, gradients and AdamW state (float32
+// moments, and a float32 master copy when elem < 4), sharded as zero
+// says, and the activations kept for backward, including the attention
+// probabilities when `saves_scores` (a kernel that recomputes them, as
+// flash attention does, keeps none).
+int64_t TransformerStepBytes(const v1::TransformerSpec& t, int elem,
+                             bool saves_scores);
 
 // The reference model on the CPU. Weights and data are deterministic
 // functions of their position (the same on every backend), so a backend's

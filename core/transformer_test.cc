@@ -61,6 +61,61 @@ TEST(TransformerShape, ValidationNamesTheField) {
   EXPECT_THAT(std::string(ValidateShape(s).message()), HasSubstr("head_dim"));
 }
 
+TEST(TransformerParallel, NamesAndLimits) {
+  EXPECT_EQ(ParallelName({}), "dp1");
+  EXPECT_EQ(ParallelName({2, 1, false, 0}), "dp2");
+  EXPECT_EQ(ParallelName({1, 2, true, 0}), "tp2+sp");
+  EXPECT_EQ(ParallelName({4, 2, false, 1}), "dp4 tp2 zero1");
+  const TransformerShape s = Tiny();  // 2 heads, 1 kv head, ffn 12
+  EXPECT_TRUE(ValidateParallel(s, {2, 1, false, 3}, 1, 6).ok());
+  EXPECT_THAT(
+      std::string(ValidateParallel(s, {1, 2, false, 0}, 1, 6).message()),
+      HasSubstr("kv_heads (1)"));
+  TransformerShape wide = s;
+  wide.kv_heads = 2;
+  EXPECT_TRUE(ValidateParallel(wide, {1, 2, true, 0}, 1, 6).ok());
+  // 1 x 5 tokens do not split over 2 ranks.
+  EXPECT_THAT(
+      std::string(ValidateParallel(wide, {1, 2, true, 0}, 1, 5).message()),
+      HasSubstr("sp:"));
+  EXPECT_THAT(
+      std::string(ValidateParallel(s, {2, 1, false, 2}, 1, 6).message()),
+      HasSubstr("zero:"));
+}
+
+// Sharding shrinks what a rank holds: tp splits weights and most
+// activations, zero 3 the weights, gradients and optimizer state.
+TEST(TransformerStepBytes, ShardingShrinksARanksShare) {
+  v1::TransformerSpec t;
+  t.set_preset("llama3-8b");
+  t.set_layers(4);
+  t.set_hidden(4096);
+  t.set_heads(32);
+  t.set_kv_heads(8);
+  t.set_head_dim(128);
+  t.set_ffn_hidden(14336);
+  t.set_seq(4096);
+  t.set_micro_batch(1);
+  t.set_optimizer("adamw");
+  const int64_t one = TransformerStepBytes(t, 2, false);
+  // 4 layers x 218 M weights x (2 + 2 + 8 + 4) bytes: 13.96 GB, plus
+  // activations.
+  EXPECT_GT(one, int64_t{13960000000});
+  EXPECT_LT(one, int64_t{20000000000});
+  t.mutable_parallel()->set_tp(2);
+  const int64_t tp2 = TransformerStepBytes(t, 2, false);
+  EXPECT_LT(tp2, one * 6 / 10);
+  t.mutable_parallel()->set_tp(1);
+  t.mutable_parallel()->set_dp(4);
+  t.mutable_parallel()->set_zero(3);
+  EXPECT_LT(TransformerStepBytes(t, 2, false), one / 2);
+  // The host's float32 step also keeps 32 heads x 4096^2 scores a layer.
+  t.mutable_parallel()->set_zero(0);
+  EXPECT_GT(
+      TransformerStepBytes(t, 4, true) - TransformerStepBytes(t, 4, false),
+      int64_t{4} * 32 * 4096 * 4096 * 4 - 1);
+}
+
 // Hand-computed for the tiny shape at seq 6: matrices per layer 8x8 + 2 x
 // 8x4 + 8x8 + 3 x 8x12 = 480; attention 2 x 2 x 2 heads x 4 x 6/2 = 96;
 // per layer 3 x (2 x 480 + 96) = 3168; two layers 6336.

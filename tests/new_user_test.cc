@@ -5,11 +5,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 
 #include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
 #include "tests/cli_runner.h"
 
 namespace ringmaster {
@@ -256,6 +259,71 @@ TEST(NewUser, OneWordPerThingAcrossSubcommands) {
   Outcome spec = Ringmaster({"launch-spec", "--help"});
   EXPECT_THAT(spec.out, HasSubstr("--slurm-log"));
   EXPECT_THAT(spec.out, Not(HasSubstr("  --output")));
+}
+
+}  // namespace
+}  // namespace ringmaster
+
+namespace ringmaster {
+namespace {
+
+// plans/transformer.yaml on two host ranks: every layout's numerical check
+// passes (a row each, with its relative error), its step splits into the
+// parts its parallelism has, and those parts add up to the step; the GPU
+// case is skipped with the reason.
+TEST(NewUser, TransformerPlanChecksEveryLayoutAndSplitsTheStep) {
+  const std::string out = TempDir("transformer");
+  Outcome o = Ringmaster({"run", Source("plans/transformer.yaml"), "--np", "2",
+                          "--out", out, "--quiet"});
+  ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
+  EXPECT_THAT(o.out, HasSubstr("reduce-"));  // the breakdown's header
+  EXPECT_THAT(o.out, HasSubstr("skipped 1: a GPU case (backend: cuda)"));
+  std::map<std::string, nlohmann::json> by_layout;
+  std::ifstream in(ResultsOf(out));
+  for (std::string line; std::getline(in, line);) {
+    auto r = nlohmann::json::parse(line);
+    if (r["status"] != "OK") continue;
+    const auto& p = r["case"]["transformer"]["parallel"];
+    std::string name = "dp" + std::to_string(p.value("dp", 1));
+    if (p.value("tp", 1) > 1)
+      name = "tp" + std::to_string(p["tp"].get<int>()) +
+             (p.value("sp", false) ? "+sp" : "");
+    if (p.value("zero", 0) > 0)
+      name += " zero" + std::to_string(p["zero"].get<int>());
+    by_layout[name] = r["transformer"];
+    // The row in the table, with its check.
+    EXPECT_THAT(o.out,
+                testing::ContainsRegex(
+                    " " + std::regex_replace(name, std::regex("\\+"), "\\+") +
+                    " +[12] .* [0-9.]+e-[0-9]+\n"))
+        << name;
+  }
+  ASSERT_EQ(by_layout.size(), 6u) << o.out;
+  for (const auto& [name, t] : by_layout) {
+    EXPECT_LE(t["loss_rel_error"].get<double>(), 1e-4) << name;
+    EXPECT_LE(std::abs(t["breakdown_gap"].get<double>()), 0.05) << name;
+    EXPECT_GT(t["compute_s"].get<double>(), 0) << name;
+  }
+  auto part = [&](const std::string& layout, const char* key) {
+    return by_layout[layout].value(key, 0.0);
+  };
+  EXPECT_GT(part("dp2", "allreduce_exposed_s"), 0);
+  EXPECT_EQ(part("dp2", "tp_exposed_s"), 0);
+  EXPECT_GT(part("tp2", "tp_exposed_s"), 0);
+  EXPECT_GT(part("tp2+sp", "tp_exposed_s"), 0);
+  EXPECT_EQ(part("tp2", "allreduce_exposed_s"), 0);
+  for (const char* zero : {"dp2 zero1", "dp2 zero3"}) {
+    EXPECT_GT(part(zero, "reduce_scatter_exposed_s"), 0) << zero;
+    EXPECT_GT(part(zero, "gather_exposed_s"), 0) << zero;
+    EXPECT_EQ(part(zero, "allreduce_exposed_s"), 0) << zero;
+  }
+  EXPECT_EQ(part("dp1", "tp_exposed_s") + part("dp1", "allreduce_exposed_s"),
+            0);
+  // A rank of tp2 holds half the matrices of dp1's.
+  EXPECT_LT(
+      std::stoll(by_layout["tp2"]["peak_memory_bytes"].get<std::string>()),
+      std::stoll(by_layout["dp1"]["peak_memory_bytes"].get<std::string>()));
+  fs::remove_all(out);
 }
 
 }  // namespace

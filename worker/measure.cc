@@ -1,7 +1,9 @@
 #include "worker/measure.h"
 
 #include <algorithm>
+#include <cmath>
 
+#include "absl/strings/str_format.h"
 #include "core/progress.h"
 
 namespace ringmaster {
@@ -138,6 +140,26 @@ void FillStats(const Measurement& m, const v1::Timing& timing,
   stats->set_stop_reason(m.stop_reason);
   stats->set_p99_s(Quantile(m.samples, 0.99));
   StoreSamples(m.samples, stats);
+}
+
+bool LossWithinTolerance(double loss, double rank0_reference, double tolerance,
+                         const std::string& what, Control& control,
+                         LossCheck* check, v1::Result* result) {
+  auto reference = control.Max(rank0_reference);
+  if (!AllRanksOk(reference.status(), control, result)) return false;
+  check->loss = loss;
+  check->reference = *reference;
+  check->rel_error =
+      std::abs(loss - *reference) / std::max(1e-30, std::abs(*reference));
+  if (check->rel_error <= tolerance) return true;
+  result->set_status(v1::FAILED);
+  result->mutable_failure()->set_reason(v1::DATA_MISMATCH);
+  result->mutable_failure()->set_rank(-1);
+  result->mutable_failure()->set_detail(
+      absl::StrFormat("%s %.9g, float64 reference %.9g: relative error %.3g > "
+                      "%.0e",
+                      what, loss, *reference, check->rel_error, tolerance));
+  return false;
 }
 
 }  // namespace ringmaster

@@ -67,6 +67,56 @@ class Sampler {
   virtual std::optional<std::vector<double>> Sample(int iters, int windows) = 0;
 };
 
+// A training kind's numerical check: `loss` (agreed by every rank) against
+// a reference computed on rank 0 alone (`rank0_reference`; the others pass
+// 0, losses are positive). Fills `check` (loss, reference, relative
+// error); beyond `tolerance` the result FAILS with DATA_MISMATCH, its
+// detail `what` followed by the figures. False when the check failed or a
+// rank failed (the result says which). Collective.
+struct LossCheck {
+  double loss = 0, reference = 0, rel_error = 0;
+};
+bool LossWithinTolerance(double loss, double rank0_reference, double tolerance,
+                         const std::string& what, Control& control,
+                         LossCheck* check, v1::Result* result);
+
+// A sampler whose operation is one step of something that reports its
+// parts (training steps): `StepParts` has a `step` (seconds). Each sample
+// is one step; every sampled step's parts are kept.
+template <typename StepParts>
+class StepSampler : public Sampler {
+ public:
+  std::optional<double> WarmUp(int ops) override {
+    double total = 0;
+    for (int s = 0; s < ops; ++s) {
+      std::optional<StepParts> p = Step();
+      if (!p) return std::nullopt;
+      total += p->step;
+    }
+    return total;
+  }
+  std::optional<std::vector<double>> Sample(int /*iters*/,
+                                            int windows) override {
+    std::vector<double> values;
+    for (int w = 0; w < windows; ++w) {
+      std::optional<StepParts> p = Step();
+      if (!p) return std::nullopt;
+      parts_.push_back(*p);
+      values.push_back(p->step);
+    }
+    return values;
+  }
+  const std::vector<StepParts>& parts() const { return parts_; }
+
+ protected:
+  // One step, agreed over the ranks; nullopt (the failure recorded) when
+  // a rank failed.
+  virtual std::optional<StepParts> Step() = 0;
+
+ private:
+  std::vector<StepParts> parts_;
+};
+
 struct LoopOptions {
   bool per_op = false;  // each operation is a sample (batches of one)
   int max_batch = 50;   // samples taken between two stopping checks

@@ -24,6 +24,7 @@
 #include "core/memory_need.h"
 #include "core/placement.h"
 #include "core/telemetry.h"
+#include "core/transformer.h"
 #include "core/units.h"
 #include "spdlog/spdlog.h"
 #include "worker/bootstrap.h"
@@ -458,6 +459,12 @@ absl::StatusOr<v1::Result> RankSession::RunOne(const v1::Case& c) {
   }
   if (auto too_big = DoesNotFit(c, n)) return *too_big;
   if (!kind->RunsOnCaseRanks()) return kind->Run(c, *this);
+  if (n > nranks_ && c.bench() == v1::BENCH_TRANSFORMER) {
+    return SkippedResult(
+        c, n,
+        absl::StrFormat("layout %s needs %d ranks; this launch has %d",
+                        LayoutName(c), n, nranks_));
+  }
   if (n > nranks_) {
     v1::Result result = SkippedResult(
         c, n,

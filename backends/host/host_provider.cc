@@ -3,6 +3,7 @@
 #include "backends/host/host_backend.h"
 #include "backends/host/host_node_bench.h"
 #include "backends/host/host_trainer.h"
+#include "backends/host/host_transformer.h"
 
 namespace ringmaster {
 namespace {
@@ -26,6 +27,10 @@ class HostProvider : public BackendProvider {
   absl::StatusOr<std::unique_ptr<Trainer>> NewTrainer(
       const RankResources& r) override {
     return std::unique_ptr<Trainer>(std::make_unique<HostTrainer>(*r.comm));
+  }
+  absl::StatusOr<std::unique_ptr<TransformerTrainer>> NewTransformerTrainer(
+      const RankResources& r) override {
+    return NewHostTransformer(*r.comm);
   }
   std::unique_ptr<TelemetrySource> NewTelemetrySource(
       int /*local_rank*/) override {

@@ -50,24 +50,15 @@ bool LossMatchesReference(const v1::Case& c, Trainer& trainer, Control& control,
   std::vector<double> ref =
       rank == 0 ? ReferenceLosses(shape, spec.optimizer(), spec.lr(), ref_steps)
                 : std::vector<double>(ref_steps, 0.0);
-  // Rank 0's value (the others' are 0, losses are positive).
-  auto ref_last = control.Max(ref.back());
-  if (!AllRanksOk(ref_last.status(), control, result)) return false;
-  const double rel =
-      std::abs(loss - *ref_last) / std::max(1e-30, std::abs(*ref_last));
-  fig->set_loss_check(loss);
-  fig->set_loss_reference(*ref_last);
-  fig->set_loss_rel_error(rel);
-  const double tol = c.dtype() == v1::FLOAT32 ? 1e-4 : 2e-2;
-  if (rel <= tol) return true;
-  result->set_status(v1::FAILED);
-  result->mutable_failure()->set_reason(v1::DATA_MISMATCH);
-  result->mutable_failure()->set_rank(-1);
-  result->mutable_failure()->set_detail(
-      absl::StrFormat("loss after %d steps %.9g, float64 reference %.9g: "
-                      "relative error %.3g > %.0e",
-                      spec.check_steps(), loss, *ref_last, rel, tol));
-  return false;
+  LossCheck check;
+  const bool ok = LossWithinTolerance(
+      loss, ref.back(), c.dtype() == v1::FLOAT32 ? 1e-4 : 2e-2,
+      absl::StrFormat("loss after %d steps", spec.check_steps()), control,
+      &check, result);
+  fig->set_loss_check(check.loss);
+  fig->set_loss_reference(check.reference);
+  fig->set_loss_rel_error(check.rel_error);
+  return ok;
 }
 
 // One step's breakdown, the slowest rank's.
@@ -76,39 +67,16 @@ struct StepParts {
 };
 
 // Training steps as the measurement loop sees them: one step a sample.
-class TrainSampler : public Sampler {
+class TrainSampler : public StepSampler<StepParts> {
  public:
   TrainSampler(Trainer& trainer, Control& control, v1::Result* result)
       : trainer_(trainer), control_(control), result_(result) {}
 
-  std::optional<double> WarmUp(int ops) override {
-    double total = 0;
-    for (int s = 0; s < ops; ++s) {
-      auto parts = Step();
-      if (!parts) return std::nullopt;
-      total += parts->step;
-    }
-    return total;
-  }
-
-  std::optional<std::vector<double>> Sample(int /*iters*/,
-                                            int windows) override {
-    std::vector<double> values;
-    for (int w = 0; w < windows; ++w) {
-      auto parts = Step();
-      if (!parts) return std::nullopt;
-      parts_.push_back(*parts);
-      values.push_back(parts->step);
-    }
-    return values;
-  }
-
   double loss_first() const { return loss_first_; }
   double loss_last() const { return loss_last_; }
-  const std::vector<StepParts>& parts() const { return parts_; }
 
  private:
-  std::optional<StepParts> Step() {
+  std::optional<StepParts> Step() override {
     auto t = trainer_.Step();
     if (!AllRanksOk(t.status(), control_, result_)) return std::nullopt;
     auto g = GlobalLoss(t->loss, control_);
@@ -156,7 +124,6 @@ class TrainSampler : public Sampler {
   v1::Result* result_;
   int steps_ = 0;
   double loss_first_ = 0, loss_last_ = 0;
-  std::vector<StepParts> parts_;
 };
 
 v1::Result RunTrainInner(const v1::Case& c, Trainer& trainer,
