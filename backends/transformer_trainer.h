@@ -47,6 +47,9 @@ class TransformerTrainer {
   // The precision this backend trains in when a plan names none.
   virtual v1::DataType DefaultDtype() const = 0;
   virtual std::string Describe() const = 0;  // e.g. "cpu (libopenblas...)"
+  // The device's datasheet dense peak for `dtype` in FLOP/s, for MFU; 0
+  // where none is known (CPUs).
+  virtual double PeakFlops(v1::DataType dtype) const { return 0; }
 };
 
 }  // namespace ringmaster

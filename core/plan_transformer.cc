@@ -61,6 +61,10 @@ absl::Status PlanParser::ParseTransformerCase(const YAML::Node& node,
     RM_ASSIGN_OR_RETURN(int64_t v, Int(st, f, 1, 100000));
     t->set_steps(static_cast<int32_t>(v));
   }
+  if (YAML::Node mw = get("master_weights", &f)) {
+    RM_ASSIGN_OR_RETURN(bool v, Bool(mw, f));
+    t->set_master_weights(v);
+  }
   if (YAML::Node cs = get("check_steps", &f)) {
     RM_ASSIGN_OR_RETURN(int64_t v, Int(cs, f, 0, 1000));
     t->set_check_steps(static_cast<int32_t>(v));

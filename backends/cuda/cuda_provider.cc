@@ -7,6 +7,7 @@
 #include "backends/cuda/cuda_node_bench.h"
 #include "backends/cuda/cuda_topology.h"
 #include "backends/cuda/cuda_trainer.h"
+#include "backends/cuda/cuda_transformer.h"
 #include "backends/cuda/nvml.h"
 
 namespace ringmaster {
@@ -44,6 +45,10 @@ class CudaProvider : public BackendProvider {
     auto created = CudaTrainer::Create(*r.control, DeviceOf(r.local_rank));
     if (!created.ok()) return created.status();
     return std::unique_ptr<Trainer>(std::move(*created));
+  }
+  absl::StatusOr<std::unique_ptr<TransformerTrainer>> NewTransformerTrainer(
+      const RankResources& r) override {
+    return NewCudaTransformer(DeviceOf(r.local_rank), r.control->size());
   }
   int64_t FreeMemoryPerRank(int local_rank, int /*local_ranks*/) override {
     return CudaFreeMemory(DeviceOf(local_rank));

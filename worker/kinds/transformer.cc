@@ -165,6 +165,7 @@ class TransformerSampler : public StepSampler<Parts> {
 };
 
 void FillFigures(const v1::Case& c, const Parts& mid, double step,
+                 double peak,
                  const TransformerSampler& sampler, int nranks,
                  v1::Result* result) {
   const v1::TransformerSpec& t = c.transformer();
@@ -176,7 +177,9 @@ void FillFigures(const v1::Case& c, const Parts& mid, double step,
   fig->set_tokens_per_s_per_rank(step > 0 ? tokens / step / nranks : 0);
   fig->set_model_tflops_per_rank(
       step > 0 ? per_token * tokens / nranks / step / 1e12 : 0);
-  fig->set_mfu(-1);  // no datasheet figure known for this device here
+  // MFU over the datasheet peak where the backend knows one.
+  fig->set_peak_flops(peak);
+  fig->set_mfu(peak > 0 ? fig->model_tflops_per_rank() * 1e12 / peak : -1);
   fig->set_mfu_of_measured_gemm(-1);
   fig->set_compute_s(mid.compute);
   fig->set_tp_exposed_s(mid.tp);
@@ -224,7 +227,7 @@ v1::Result RunTransformer(const v1::Case& c, TransformerTrainer& trainer,
   std::sort(parts.begin(), parts.end(),
             [](const Parts& a, const Parts& b) { return a.step < b.step; });
   FillFigures(c, parts[(parts.size() - 1) / 2], result.stats().median_s(),
-              sampler, n, &result);
+              trainer.PeakFlops(c.dtype()), sampler, n, &result);
   result.set_path(trainer.Describe());
   result.set_status(v1::OK);
   return result;
