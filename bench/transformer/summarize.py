@@ -41,6 +41,7 @@ def main():
         s["transformer_llama3_8b_step_ms"] = step * 1e3
         s["transformer_llama3_8b_mfu_1gpu"] = flops / step / PEAK
         s["transformer_llama3_8b_peak_memory_gib"] = int(t["peak_memory_bytes"]) / 2**30
+        s["transformer_llama3_8b_breakdown_gap"] = t.get("breakdown_gap", 0.0)
         for mode in ("eager", "compile"):
             if mode not in torch:
                 continue
