@@ -160,6 +160,28 @@ void SetRankless(const v1::CaseSpec& spec, v1::Case* c) {
   c->set_dst_rank(-1);
 }
 
+// A transformer: one case per layout and precision (none named: the
+// backend's own, decided where it runs), on the layout's dp x tp ranks.
+absl::Status ExpandTransformer(const v1::Plan& plan, const v1::CaseSpec& spec,
+                               int64_t max_cases,
+                               std::vector<v1::Case>* cases) {
+  std::vector<int> dtypes(spec.dtypes().begin(), spec.dtypes().end());
+  if (dtypes.empty()) dtypes.push_back(v1::DATA_TYPE_UNSPECIFIED);
+  for (const v1::ParallelLayout& layout : spec.layouts())
+    for (int dt : dtypes) {
+      RM_ASSIGN_OR_RETURN(v1::Case c,
+                          NextCase(plan, spec, cases->size(), max_cases));
+      c.set_bench(v1::BENCH_TRANSFORMER);
+      c.set_dtype(static_cast<v1::DataType>(dt));
+      *c.mutable_transformer() = spec.transformer();
+      *c.mutable_transformer()->mutable_parallel() = layout;
+      c.set_nranks(layout.dp() * layout.tp());
+      SetRankless(spec, &c);
+      cases->push_back(std::move(c));
+    }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan,
@@ -209,22 +231,7 @@ absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan,
       continue;
     }
     if (spec.bench() == v1::BENCH_TRANSFORMER) {
-      // A transformer: one case per layout and precision (none named: the
-      // backend's own, decided where it runs).
-      std::vector<int> dtypes(spec.dtypes().begin(), spec.dtypes().end());
-      if (dtypes.empty()) dtypes.push_back(v1::DATA_TYPE_UNSPECIFIED);
-      for (const v1::ParallelLayout& layout : spec.layouts())
-        for (int dt : dtypes) {
-          RM_ASSIGN_OR_RETURN(v1::Case c,
-                              NextCase(plan, spec, cases.size(), max_cases));
-          c.set_bench(v1::BENCH_TRANSFORMER);
-          c.set_dtype(static_cast<v1::DataType>(dt));
-          *c.mutable_transformer() = spec.transformer();
-          *c.mutable_transformer()->mutable_parallel() = layout;
-          c.set_nranks(layout.dp() * layout.tp());
-          SetRankless(spec, &c);
-          cases.push_back(std::move(c));
-        }
+      RM_RETURN_IF_ERROR(ExpandTransformer(plan, spec, max_cases, &cases));
       continue;
     }
     if (spec.bench() == v1::BENCH_PLUGIN) {
