@@ -20,6 +20,18 @@ constexpr const char* kTransformerModelKeys[] = {
     "heads",  "kv_heads", "head_dim", "ffn_hidden",  "rope_theta"};
 constexpr const char* kLayoutKeys[] = {"dp", "tp", "sp", "zero"};
 
+// ValidateShape's and ValidateParallel's "field: why", split so the error
+// names the field under the plan's key.
+std::string FieldOf(const absl::Status& s) {
+  const std::string msg(s.message());
+  return msg.substr(0, msg.find(':'));
+}
+std::string WhyOf(const absl::Status& s) {
+  const std::string msg(s.message());
+  const size_t colon = msg.find(": ");
+  return colon == std::string::npos ? msg : msg.substr(colon + 2);
+}
+
 }  // namespace
 
 absl::Status PlanParser::ParseTransformerCase(const YAML::Node& node,
@@ -155,10 +167,7 @@ absl::Status PlanParser::ParseTransformerModel(const YAML::Node& node,
                                           s.layers > 0 ? s.layers : 1024));
   s.layers = static_cast<int>(layers);
   if (absl::Status v = ValidateShape(s); !v.ok()) {
-    // "field: why" from the validation, placed at the model's line.
-    const std::string msg(v.message());
-    const size_t colon = msg.find(':');
-    return Error(model, f + "." + msg.substr(0, colon), msg.substr(colon + 2));
+    return Error(model, f + "." + FieldOf(v), WhyOf(v));
   }
   if (!model["seq"]) {
     return Error(model, f + ".seq", "missing: expected tokens per sequence");
@@ -220,10 +229,7 @@ absl::Status PlanParser::ParseTransformerLayouts(const CaseKeys& get,
     if (absl::Status v =
             ValidateParallel(ShapeOf(t), p, t.micro_batch(), t.seq());
         !v.ok()) {
-      const std::string msg(v.message());
-      const size_t colon = msg.find(':');
-      return Error(item, field + "." + msg.substr(0, colon),
-                   msg.substr(colon + 2));
+      return Error(item, field + "." + FieldOf(v), WhyOf(v));
     }
     v1::ParallelLayout* l = spec->add_layouts();
     l->set_dp(p.dp);
