@@ -50,6 +50,10 @@ class TransformerTrainer {
   // The device's datasheet dense peak for `dtype` in FLOP/s, for MFU; 0
   // where none is known (CPUs).
   virtual double PeakFlops(v1::DataType dtype) const { return 0; }
+  // The dense matrix-product rate this device sustains in `dtype`
+  // (FLOP/s), measured once per trainer on products of its own; 0 where
+  // not measured. Outside Prepare/Step, so not collective.
+  virtual double MeasuredGemmFlops(v1::DataType dtype) { return 0; }
 };
 
 }  // namespace ringmaster

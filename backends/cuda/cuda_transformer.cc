@@ -17,6 +17,7 @@
 #include "core/names.h"
 #include "core/status_macros.h"
 #include "core/transformer.h"
+#include "kernels/flash_attention.h"
 #include "kernels/transformer_kernels.h"
 
 namespace ringmaster {
@@ -139,7 +140,13 @@ class LtGemms {
 // on standard error.
 class PhaseTimes {
  public:
-  enum Phase { kGemm = 0, kAttention = 1, kOptimizer = 2, kPhases = 3 };
+  enum Phase {
+    kGemm = 0,
+    kAttention = 1,
+    kAttentionBackward = 2,
+    kOptimizer = 3,
+    kPhases = 4
+  };
   PhaseTimes() {
     const char* e = std::getenv("RINGMASTER_PHASE_TIMES");
     on_ = e != nullptr && *e != '\0' && std::string(e) != "0";
@@ -164,9 +171,11 @@ class PhaseTimes {
     }
     std::fprintf(stderr,
                  "phase times (ms): step %.3f gemm %.3f attention %.3f "
-                 "optimizer %.3f element-wise %.3f\n",
-                 step_ms, ms[kGemm], ms[kAttention], ms[kOptimizer],
-                 step_ms - ms[kGemm] - ms[kAttention] - ms[kOptimizer]);
+                 "(backward %.3f) optimizer %.3f element-wise %.3f\n",
+                 step_ms, ms[kGemm], ms[kAttention] + ms[kAttentionBackward],
+                 ms[kAttentionBackward], ms[kOptimizer],
+                 step_ms - ms[kGemm] - ms[kAttention] - ms[kAttentionBackward] -
+                     ms[kOptimizer]);
     spans_.clear();
     used_ = 0;
   }
@@ -200,6 +209,7 @@ struct LayerOffsets {
 struct LayerActs {
   void *x, *n1, *qkv, *krep, *vrep, *p, *attn, *xmid, *n2, *gu, *hid;
   float *r1, *r2;
+  float* lse;  // fused attention's log-sum-exp per query and head
 };
 
 // Causal attention computes the scores of a block of queries only against
@@ -218,8 +228,12 @@ class CudaTransformer : public TransformerTrainer {
   absl::Status Prepare(const v1::Case& c) override;
   absl::StatusOr<TransformerStepTiming> Step() override;
   v1::DataType DefaultDtype() const override { return v1::BFLOAT16; }
-  std::string Describe() const override { return describe_; }
+  std::string Describe() const override {
+    return absl::StrFormat("%s (cuBLASLt, bf16, %s attention)", describe_,
+                           fused_ ? "fused" : "unfused");
+  }
   double PeakFlops(v1::DataType dtype) const override;
+  double MeasuredGemmFlops(v1::DataType dtype) override;
 
  private:
   template <typename T>
@@ -233,6 +247,7 @@ class CudaTransformer : public TransformerTrainer {
     return absl::OkStatus();
   }
   void Free();
+  absl::Status ChooseAttention(bool fusable);
   absl::Status Allocate();
   absl::Status InitWeights();
   absl::Status Forward(int l);
@@ -278,6 +293,12 @@ class CudaTransformer : public TransformerTrainer {
   float *master_ = nullptr, *m_ = nullptr, *v_ = nullptr;
   float* gains32_ = nullptr;  // the norm gains' gradients, fp32
   std::vector<LayerActs> acts_;
+  // Attention's path (ChooseAttention): kernels/flash_attention.h both
+  // ways, or the products and softmax of the blocks below, every layer's
+  // scores kept for backward.
+  bool fused_ = false;
+  tk::FlashShape flash_{};
+  void* flash_scratch_ = nullptr;
   std::vector<Chunk> chunks_;
   int64_t scores_per_seq_ = 0;  // elements of one sequence's chunks
   void *dkrep_ = nullptr, *dvrep_ = nullptr;
@@ -286,6 +307,7 @@ class CudaTransformer : public TransformerTrainer {
   void *dx_ = nullptr, *dmid_ = nullptr, *dn_ = nullptr, *dhid_ = nullptr,
        *dgu_ = nullptr, *dattn_ = nullptr, *dqkv_ = nullptr, *dp_ = nullptr;
   double* loss_ = nullptr;
+  double gemm_flops_ = -1;  // measured once; -1 not yet
 };
 
 void CudaTransformer::Free() {
@@ -304,6 +326,49 @@ double CudaTransformer::PeakFlops(v1::DataType dtype) const {
     return 989.4e12;
   }
   return 0;
+}
+
+// Square bfloat16 products of 8192 (random values: zeros draw less power
+// and run faster under a power cap) through the same cuBLASLt path as the
+// step's: 3 warm-ups, then the median of 10 timed one by one.
+double CudaTransformer::MeasuredGemmFlops(v1::DataType dtype) {
+  if (dtype != v1::BFLOAT16 || !ready_) return 0;
+  if (gemm_flops_ >= 0) return gemm_flops_;
+  gemm_flops_ = 0;
+  constexpr int64_t kN = 8192;
+  constexpr int kWarmup = 3, kTimed = 10;
+  if (cudaSetDevice(device_) != cudaSuccess) return 0;
+  void* buf[3] = {};
+  bool ok = true;
+  for (void*& b : buf) ok = ok && cudaMalloc(&b, kN * kN * 2) == cudaSuccess;
+  for (int i = 0; ok && i < 2; ++i) {
+    ok = tk::InitMatrix(buf[i], nullptr, kN, kN, kN, 0, 0, kN, 991 + i, 1.0,
+                        s_) == cudaSuccess;
+  }
+  std::vector<float> ms;
+  for (int i = 0; ok && i < kWarmup + kTimed; ++i) {
+    ok = cudaEventRecord(start_, s_) == cudaSuccess &&
+         gemm_
+             .Run(false, false, kN, kN, kN, buf[0], kN, 0, buf[1], kN, 0,
+                  nullptr, buf[2], kN, 0, 1, 1.0f, 0.0f, s_)
+             .ok() &&
+         cudaEventRecord(end_, s_) == cudaSuccess &&
+         cudaEventSynchronize(end_) == cudaSuccess;
+    float t = 0;
+    if (ok && i >= kWarmup &&
+        cudaEventElapsedTime(&t, start_, end_) == cudaSuccess) {
+      ms.push_back(t);
+    }
+  }
+  for (void* b : buf) cudaFree(b);
+  if (!ok || ms.empty()) {
+    cudaGetLastError();  // leave no sticky error for the next case
+    return 0;
+  }
+  std::sort(ms.begin(), ms.end());
+  const double median_s = ms[ms.size() / 2] / 1e3;
+  gemm_flops_ = 2.0 * kN * kN * kN / median_s;
+  return gemm_flops_;
 }
 
 absl::Status CudaTransformer::Prepare(const v1::Case& c) {
@@ -327,22 +392,24 @@ absl::Status CudaTransformer::Prepare(const v1::Case& c) {
     if (absl::Status s = gemm_.Init(); !s.ok()) return s;
     cudaDeviceProp prop{};
     RM_CU(cudaGetDeviceProperties(&prop, device_));
-    describe_ =
-        absl::StrFormat("GPU %d %s (cuBLASLt, bf16)", device_, prop.name);
+    describe_ = absl::StrFormat("GPU %d %s", device_, prop.name);
     ready_ = true;
   }
   Free();
   spec_ = c.transformer();
   shape_ = ShapeOf(spec_);
   if (absl::Status v = ValidateShape(shape_); !v.ok()) return v;
-  // The kernels move 8 bfloat16 at a time and keep a score row in
-  // registers and a row of gain gradients in shared memory.
-  if (shape_.hidden > 12288 || spec_.seq() > 8192 || shape_.hidden % 8 != 0 ||
-      shape_.head_dim % 8 != 0 || shape_.ffn_hidden % 8 != 0 ||
-      spec_.seq() % 8 != 0) {
+  // The kernels move 8 bfloat16 at a time and keep a row of gain
+  // gradients in shared memory; the unfused softmax keeps a score row in
+  // registers (seq at most 8192 without the fused kernels).
+  const bool fusable = tk::FlashAttentionSupports(spec_.seq(), shape_.head_dim);
+  if (shape_.hidden > 12288 || (spec_.seq() > 8192 && !fusable) ||
+      shape_.hidden % 8 != 0 || shape_.head_dim % 8 != 0 ||
+      shape_.ffn_hidden % 8 != 0 || spec_.seq() % 8 != 0) {
     return absl::UnimplementedError(
         "the CUDA transformer needs hidden, head_dim, ffn_hidden and seq "
-        "multiples of 8, hidden at most 12288 and seq at most 8192");
+        "multiples of 8, hidden at most 12288 and seq at most 8192 (longer "
+        "with head_dim 64 or 128 and seq a multiple of 64)");
   }
   n_ = spec_.micro_batch() * spec_.seq();
   h_ = shape_.hidden;
@@ -351,6 +418,13 @@ absl::Status CudaTransformer::Prepare(const v1::Case& c) {
   kw_ = shape_.kv_heads * hd_;
   w3_ = qw_ + 2 * kw_;
   f_ = shape_.ffn_hidden;
+  RM_RETURN_IF_ERROR(ChooseAttention(fusable));
+  flash_ = {spec_.micro_batch(),
+            spec_.seq(),
+            shape_.heads,
+            shape_.kv_heads,
+            hd_,
+            static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)))};
   int64_t at = 0;
   auto take = [&](int64_t count) {
     const int64_t where = at;
@@ -376,6 +450,46 @@ absl::Status CudaTransformer::Prepare(const v1::Case& c) {
   return absl::OkStatus();
 }
 
+// The products and softmax where they apply (seq at most 8192) and every
+// layer's scores take at most a quarter of the free device memory: on an
+// H200 at the llama3-8b shape they measured slightly faster than the fused
+// kernels (bench/results/h200x1/transformer). Else the fused kernels, whose
+// memory grows with seq, not its square. RINGMASTER_ATTENTION = fused or
+// unfused forces one (to compare them).
+absl::Status CudaTransformer::ChooseAttention(bool fusable) {
+  const char* env = std::getenv("RINGMASTER_ATTENTION");
+  const std::string forced = env != nullptr ? env : "";
+  const bool rows_fit = spec_.seq() <= 8192;
+  if (forced == "fused" && !fusable) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "RINGMASTER_ATTENTION=fused: the fused kernels need head_dim 64 or "
+        "128 and seq a multiple of 64 (head_dim %d, seq %d)",
+        hd_, spec_.seq()));
+  }
+  if (forced == "unfused" && !rows_fit) {
+    return absl::UnimplementedError(
+        "RINGMASTER_ATTENTION=unfused: the unfused softmax takes seq up to "
+        "8192");
+  }
+  if (!forced.empty() && forced != "fused" && forced != "unfused") {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RINGMASTER_ATTENTION=%s: expected fused or unfused", forced));
+  }
+  int64_t scores = 0;
+  for (int64_t q0 = 0; q0 < spec_.seq(); q0 += kChunk) {
+    const int64_t rows = std::min(kChunk, spec_.seq() - q0);
+    scores += shape_.heads * rows * (q0 + rows);
+  }
+  const double bytes = 2.0 * static_cast<double>(spec_.micro_batch()) *
+                       static_cast<double>(scores) * (spec_.layers() + 1);
+  size_t free = 0, total = 0;
+  RM_CU(cudaMemGetInfo(&free, &total));
+  fused_ = forced == "fused" ||
+           (forced.empty() && fusable &&
+            (!rows_fit || bytes > 0.25 * static_cast<double>(free)));
+  return absl::OkStatus();
+}
+
 // Weights, gradients, optimizer state, what forward keeps for backward,
 // backward's scratch and the rotary tables.
 absl::Status CudaTransformer::Allocate() {
@@ -392,7 +506,7 @@ absl::Status CudaTransformer::Allocate() {
   RM_RETURN_IF_ERROR(Alloc(&gains32_, (2 * L + 1) * h_));
   chunks_.clear();
   scores_per_seq_ = 0;
-  for (int64_t q0 = 0; q0 < spec_.seq(); q0 += kChunk) {
+  for (int64_t q0 = 0; !fused_ && q0 < spec_.seq(); q0 += kChunk) {
     const int64_t rows = std::min(kChunk, spec_.seq() - q0);
     chunks_.push_back({q0, rows, q0 + rows, scores_per_seq_});
     scores_per_seq_ += shape_.heads * rows * (q0 + rows);
@@ -403,9 +517,13 @@ absl::Status CudaTransformer::Allocate() {
     RM_RETURN_IF_ERROR(Alloc(&a.x, n_ * h_, 2));
     RM_RETURN_IF_ERROR(Alloc(&a.n1, n_ * h_, 2));
     RM_RETURN_IF_ERROR(Alloc(&a.qkv, n_ * w3_, 2));
-    RM_RETURN_IF_ERROR(Alloc(&a.krep, n_ * qw_, 2));
-    RM_RETURN_IF_ERROR(Alloc(&a.vrep, n_ * qw_, 2));
-    RM_RETURN_IF_ERROR(Alloc(&a.p, scores, 2));
+    if (fused_) {
+      RM_RETURN_IF_ERROR(Alloc(&a.lse, n_ * shape_.heads));
+    } else {
+      RM_RETURN_IF_ERROR(Alloc(&a.krep, n_ * qw_, 2));
+      RM_RETURN_IF_ERROR(Alloc(&a.vrep, n_ * qw_, 2));
+      RM_RETURN_IF_ERROR(Alloc(&a.p, scores, 2));
+    }
     RM_RETURN_IF_ERROR(Alloc(&a.attn, n_ * qw_, 2));
     RM_RETURN_IF_ERROR(Alloc(&a.xmid, n_ * h_, 2));
     RM_RETURN_IF_ERROR(Alloc(&a.n2, n_ * h_, 2));
@@ -426,9 +544,14 @@ absl::Status CudaTransformer::Allocate() {
   RM_RETURN_IF_ERROR(Alloc(&dgu_, n_ * 2 * f_, 2));
   RM_RETURN_IF_ERROR(Alloc(&dattn_, n_ * qw_, 2));
   RM_RETURN_IF_ERROR(Alloc(&dqkv_, n_ * w3_, 2));
-  RM_RETURN_IF_ERROR(Alloc(&dp_, scores, 2));
-  RM_RETURN_IF_ERROR(Alloc(&dkrep_, n_ * qw_, 2));
-  RM_RETURN_IF_ERROR(Alloc(&dvrep_, n_ * qw_, 2));
+  if (fused_) {
+    RM_RETURN_IF_ERROR(
+        Alloc(&flash_scratch_, tk::FlashAttentionScratchBytes(flash_), 1));
+  } else {
+    RM_RETURN_IF_ERROR(Alloc(&dp_, scores, 2));
+    RM_RETURN_IF_ERROR(Alloc(&dkrep_, n_ * qw_, 2));
+    RM_RETURN_IF_ERROR(Alloc(&dvrep_, n_ * qw_, 2));
+  }
   RM_RETURN_IF_ERROR(Alloc(&loss_, 1));
   // Rotary tables as the reference computes them (double, then fp32).
   const int64_t half = hd_ / 2, seq = spec_.seq();
@@ -490,11 +613,18 @@ absl::Status CudaTransformer::InitWeights() {
 }
 
 // Causal grouped-query attention of every micro-batch sequence, query
-// head h against its key/value head h / group (keys and values copied per
+// head h against its key/value head h / group: fused (ChooseAttention)
+// or (keys and values copied per
 // query head, so that one batched product covers every head): per block of
 // queries, the scaled scores against the keys up to its last query, the
 // causal softmax, the weighted values straight into attn's columns.
 absl::Status CudaTransformer::Attention(const LayerActs& a) {
+  if (fused_) {
+    RM_CU(tk::FlashAttentionForward(flash_, a.qkv, At(a.qkv, qw_),
+                                    At(a.qkv, qw_ + kw_), w3_, a.attn, qw_,
+                                    a.lse, s_));
+    return absl::OkStatus();
+  }
   const int64_t seq = spec_.seq(), heads = shape_.heads,
                 group = heads / shape_.kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd_));
@@ -554,6 +684,13 @@ absl::Status CudaTransformer::Forward(int l) {
 // queries from the last (which reaches every key, so it initializes the
 // per-head key and value gradients) to the first.
 absl::Status CudaTransformer::AttentionBackward(const LayerActs& a) {
+  if (fused_) {
+    RM_CU(tk::FlashAttentionBackward(
+        flash_, a.qkv, At(a.qkv, qw_), At(a.qkv, qw_ + kw_), w3_, a.attn,
+        dattn_, qw_, a.lse, dqkv_, At(dqkv_, qw_), At(dqkv_, qw_ + kw_), w3_,
+        flash_scratch_, s_));
+    return absl::OkStatus();
+  }
   const int64_t seq = spec_.seq(), heads = shape_.heads,
                 group = heads / shape_.kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd_));
@@ -620,7 +757,7 @@ absl::Status CudaTransformer::Backward(int l) {
                         nullptr, dattn_, qw_, 0.0f));
   phases_.Begin(s_);
   RM_RETURN_IF_ERROR(AttentionBackward(a));
-  phases_.End(s_, PhaseTimes::kAttention);
+  phases_.End(s_, PhaseTimes::kAttentionBackward);
   RM_CU(tk::Rope(dqkv_, w3_, n_, spec_.seq(), shape_.heads, hd_, cos_, sin_, -1,
                  s_));
   RM_CU(tk::Rope(At(dqkv_, qw_), w3_, n_, spec_.seq(), shape_.kv_heads, hd_,

@@ -164,9 +164,8 @@ class TransformerSampler : public StepSampler<Parts> {
   double loss_first_ = 0, loss_last_ = 0;
 };
 
-void FillFigures(const v1::Case& c, const Parts& mid, double step,
-                 double peak,
-                 const TransformerSampler& sampler, int nranks,
+void FillFigures(const v1::Case& c, const Parts& mid, double step, double peak,
+                 double gemm, const TransformerSampler& sampler, int nranks,
                  v1::Result* result) {
   const v1::TransformerSpec& t = c.transformer();
   v1::TransformerFigures* fig = result->mutable_transformer();
@@ -180,7 +179,9 @@ void FillFigures(const v1::Case& c, const Parts& mid, double step,
   // MFU over the datasheet peak where the backend knows one.
   fig->set_peak_flops(peak);
   fig->set_mfu(peak > 0 ? fig->model_tflops_per_rank() * 1e12 / peak : -1);
-  fig->set_mfu_of_measured_gemm(-1);
+  fig->set_measured_gemm_flops(gemm);
+  fig->set_mfu_of_measured_gemm(
+      gemm > 0 ? fig->model_tflops_per_rank() * 1e12 / gemm : -1);
   fig->set_compute_s(mid.compute);
   fig->set_tp_exposed_s(mid.tp);
   fig->set_gather_exposed_s(mid.gather);
@@ -227,7 +228,8 @@ v1::Result RunTransformer(const v1::Case& c, TransformerTrainer& trainer,
   std::sort(parts.begin(), parts.end(),
             [](const Parts& a, const Parts& b) { return a.step < b.step; });
   FillFigures(c, parts[(parts.size() - 1) / 2], result.stats().median_s(),
-              trainer.PeakFlops(c.dtype()), sampler, n, &result);
+              trainer.PeakFlops(c.dtype()),
+              trainer.MeasuredGemmFlops(c.dtype()), sampler, n, &result);
   result.set_path(trainer.Describe());
   result.set_status(v1::OK);
   return result;
