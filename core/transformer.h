@@ -152,6 +152,10 @@ class ReferenceTransformer {
   int64_t ParameterCount() const {
     return static_cast<int64_t>(params_.size());
   }
+  // The final norm's output [batch * seq x hidden] of the last forward
+  // pass (Loss or ForwardBackward): what inference calls the logits (the
+  // model has no vocabulary head).
+  const std::vector<T>& Output() const { return out_y_; }
 
  private:
   struct Layer {

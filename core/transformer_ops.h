@@ -81,14 +81,15 @@ inline void RmsNormBackward(const T* x, const T* g, const T* r, const T* dy,
 }
 
 // Rotary embedding of every head of `v` ([tokens x heads*hd], token t at
-// position t % seq), rotate-half pairs (i, i + hd/2) as Llama's; `sign` -1
-// applies the inverse rotation (the backward pass of the forward one).
+// position first + t % seq), rotate-half pairs (i, i + hd/2) as Llama's;
+// `sign` -1 applies the inverse rotation (the backward pass of the forward
+// one). first > 0: tokens that continue their sequences (decoding).
 template <typename T>
-inline void Rope(T* v, int64_t tokens, int64_t seq, int64_t heads, int64_t hd,
-                 double theta, int sign) {
+inline void RopeAt(T* v, int64_t tokens, int64_t seq, int64_t first,
+                   int64_t heads, int64_t hd, double theta, int sign) {
   const int64_t half = hd / 2;
   for (int64_t t = 0; t < tokens; ++t) {
-    const double pos = static_cast<double>(t % seq);
+    const double pos = static_cast<double>(first + t % seq);
     for (int64_t i = 0; i < half; ++i) {
       const double angle =
           pos * std::pow(theta, -2.0 * static_cast<double>(i) / hd);
@@ -102,6 +103,13 @@ inline void Rope(T* v, int64_t tokens, int64_t seq, int64_t heads, int64_t hd,
       }
     }
   }
+}
+
+// Token t at position t % seq.
+template <typename T>
+inline void Rope(T* v, int64_t tokens, int64_t seq, int64_t heads, int64_t hd,
+                 double theta, int sign) {
+  RopeAt(v, tokens, seq, int64_t{0}, heads, hd, theta, sign);
 }
 
 // Causal attention with grouped-query heads over `batch` sequences of
@@ -139,6 +147,49 @@ inline void Attention(const T* q, const T* k, const T* v, T* p, T* o,
         for (int64_t j = 0; j <= i; ++j) {
           const T* vj = v + (b * seq + j) * kw + kv * hd;
           for (int64_t d = 0; d < hd; ++d) oi[d] += row[j] * vj[d];
+        }
+      }
+    }
+}
+
+// Attention of `m` new tokens per sequence (positions first .. first + m -
+// 1) against a key/value cache: q [batch*m x heads*hd] (row b*m + i), the
+// caches [batch x capacity x kvh*hd] holding positions 0 .. first + m - 1
+// (the new tokens' keys and values included), o [batch*m x heads*hd].
+// Causal: position first + i sees positions up to its own. The same
+// arithmetic as Attention's rows.
+template <typename T>
+inline void AttentionCached(const T* q, const T* kcache, const T* vcache, T* o,
+                            int64_t batch, int64_t m, int64_t first,
+                            int64_t capacity, int64_t heads, int64_t kvh,
+                            int64_t hd) {
+  const int64_t group = heads / kvh, qw = heads * hd, kw = kvh * hd;
+  const T scale = T(1) / std::sqrt(static_cast<T>(hd));
+  std::vector<T> row(first + m);
+  std::fill(o, o + batch * m * qw, T(0));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t kv = h / group;
+      for (int64_t i = 0; i < m; ++i) {
+        const int64_t pos = first + i;
+        const T* qi = q + (b * m + i) * qw + h * hd;
+        T mx = -std::numeric_limits<T>::infinity();
+        for (int64_t j = 0; j <= pos; ++j) {
+          const T* kj = kcache + (b * capacity + j) * kw + kv * hd;
+          T dot = 0;
+          for (int64_t d = 0; d < hd; ++d) dot += qi[d] * kj[d];
+          row[j] = dot * scale;
+          mx = std::max(mx, row[j]);
+        }
+        T sum = 0;
+        for (int64_t j = 0; j <= pos; ++j) {
+          row[j] = std::exp(row[j] - mx);
+          sum += row[j];
+        }
+        T* oi = o + (b * m + i) * qw + h * hd;
+        for (int64_t j = 0; j <= pos; ++j) {
+          const T* vj = vcache + (b * capacity + j) * kw + kv * hd;
+          for (int64_t d = 0; d < hd; ++d) oi[d] += row[j] / sum * vj[d];
         }
       }
     }

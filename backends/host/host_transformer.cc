@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "backends/host/blas.h"
 #include "backends/host/group_comm.h"
+#include "backends/host/tp_layer.h"
 #include "backends/trainer.h"
 #include "core/names.h"
 #include "core/transformer.h"
@@ -45,11 +46,6 @@ void GemmBT(const float* dy, const float* w, float* dx, int64_t n, int64_t m,
                     static_cast<int>(m), 1.0f, dy, static_cast<int>(m), w,
                     static_cast<int>(m), beta, dx, static_cast<int>(k));
 }
-
-// Where each tensor sits in a layer's tp-local parameter vector.
-struct Offsets {
-  int64_t attn_norm, wq, wk, wv, wo, mlp_norm, wg, wu, wd, size;
-};
 
 // One layer's (or the final norm's) parameters on this rank.
 struct Unit {
@@ -105,7 +101,7 @@ class HostTransformer : public TransformerTrainer {
   int tp_rank_ = 0, dp_rank_ = 0;
   int64_t n_ = 0, rows_ = 0;  // tokens of the replica; residual rows here
   int64_t qw_ = 0, kw_ = 0, fw_ = 0;  // tp-local widths
-  Offsets off_{};
+  TpLayerOffsets off_{};
   std::vector<Unit> units_;  // layers, then the final norm
   std::vector<Saved> saved_;
   std::vector<float> input_, target_, out_x_, out_y_, out_r_;
@@ -163,25 +159,10 @@ absl::Status HostTransformer::Prepare(const v1::Case& c) {
   const int64_t h = s_.hidden;
   n_ = spec_.micro_batch() * spec_.seq();
   rows_ = p_.sp ? n_ / p_.tp : n_;
-  qw_ = s_.heads / p_.tp * s_.head_dim;
-  kw_ = s_.kv_heads / p_.tp * s_.head_dim;
-  fw_ = s_.ffn_hidden / p_.tp;
-  int64_t at = 0;
-  auto take = [&](int64_t count) {
-    const int64_t where = at;
-    at += count;
-    return where;
-  };
-  off_.attn_norm = take(h);
-  off_.wq = take(h * qw_);
-  off_.wk = take(h * kw_);
-  off_.wv = take(h * kw_);
-  off_.wo = take(qw_ * h);
-  off_.mlp_norm = take(h);
-  off_.wg = take(h * fw_);
-  off_.wu = take(h * fw_);
-  off_.wd = take(fw_ * h);
-  off_.size = at;
+  off_ = TpLayerLayout(s_, p_.tp);
+  qw_ = off_.qw;
+  kw_ = off_.kw;
+  fw_ = off_.fw;
   InitUnits();
   // This rank's residual rows: its replica's sequences, and with sp its
   // 1/tp share of their tokens.
@@ -198,11 +179,10 @@ absl::Status HostTransformer::Prepare(const v1::Case& c) {
   return comm_.Barrier();
 }
 
-// Weights as the reference's, this rank's columns (q, k, v, gate, up) or
-// rows (o, down) of each matrix; gains 1.
+// Weights as the reference's, this rank's slice (backends/host/tp_layer.h);
+// the final norm's gain 1.
 void HostTransformer::InitUnits() {
-  const int64_t h = s_.hidden, q = s_.heads * s_.head_dim,
-                kv = s_.kv_heads * s_.head_dim, f = s_.ffn_hidden;
+  const int64_t h = s_.hidden;
   units_.assign(s_.layers + 1, Unit{});
   for (int u = 0; u <= s_.layers; ++u) {
     Unit& U = units_[u];
@@ -215,38 +195,7 @@ void HostTransformer::InitUnits() {
       std::fill(U.w.begin(), U.w.begin() + h, 1.0f);
       continue;
     }
-    std::fill(U.w.begin() + off_.attn_norm, U.w.begin() + off_.attn_norm + h,
-              1.0f);
-    std::fill(U.w.begin() + off_.mlp_norm, U.w.begin() + off_.mlp_norm + h,
-              1.0f);
-    // Columns [c0, c0 + width) of an [rows x cols] matrix.
-    auto columns = [&](int64_t at, TransformerMatrix m, int64_t rows,
-                       int64_t cols, int64_t width) {
-      const int64_t c0 = tp_rank_ * width;
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < width; ++c) {
-          U.w[at + r * width + c] = static_cast<float>(
-              TransformerWeight(s_, u, m, r * cols + c0 + c));
-          U.decay[at + r * width + c] = 1;
-        }
-    };
-    // Rows [r0, r0 + height) of an [rows x cols] matrix.
-    auto rows = [&](int64_t at, TransformerMatrix m, int64_t height,
-                    int64_t cols) {
-      const int64_t r0 = tp_rank_ * height;
-      for (int64_t i = 0; i < height * cols; ++i) {
-        U.w[at + i] =
-            static_cast<float>(TransformerWeight(s_, u, m, r0 * cols + i));
-        U.decay[at + i] = 1;
-      }
-    };
-    columns(off_.wq, TransformerMatrix::kQ, h, q, qw_);
-    columns(off_.wk, TransformerMatrix::kK, h, kv, kw_);
-    columns(off_.wv, TransformerMatrix::kV, h, kv, kw_);
-    rows(off_.wo, TransformerMatrix::kO, qw_, h);
-    columns(off_.wg, TransformerMatrix::kGate, h, f, fw_);
-    columns(off_.wu, TransformerMatrix::kUp, h, f, fw_);
-    rows(off_.wd, TransformerMatrix::kDown, fw_, h);
+    FillTpLayer(s_, u, tp_rank_, off_, U.w.data(), U.decay.data());
   }
   for (Unit& U : units_) {
     const int64_t per = U.padded / p_.dp;

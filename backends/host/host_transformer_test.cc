@@ -11,33 +11,13 @@
 #include <vector>
 
 #include "backends/host/blas.h"
-#include "comm/tcp_comm.h"
+#include "backends/host/test_ranks.h"
 #include "core/transformer.h"
 
 namespace ringmaster {
 namespace {
 
-// Runs `body` on `n` connected ranks (threads).
-void OnRanks(int n, const std::function<void(HostComm&)>& body) {
-  std::vector<TcpListener> listeners;
-  std::vector<TcpPeer> peers;
-  for (int r = 0; r < n; ++r) {
-    auto l = TcpListener::Open("127.0.0.1");
-    ASSERT_TRUE(l.ok()) << l.status();
-    peers.push_back({"host", "127.0.0.1:" + std::to_string(l->port())});
-    listeners.push_back(std::move(*l));
-  }
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      auto comm = TcpComm::Connect(std::move(listeners[r]), r, peers, 7,
-                                   absl::Seconds(20));
-      ASSERT_TRUE(comm.ok()) << comm.status();
-      body(**comm);
-    });
-  }
-  for (auto& t : threads) t.join();
-}
+using testing::OnRanks;
 
 // 4 query heads over 2 key/value heads, so tp = 2 splits both.
 v1::Case TinyCase(int dp, int tp, bool sp, int zero,
