@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "backends/backend.h"
+#include "backends/inference_engine.h"
 #include "backends/node_bench.h"
 #include "backends/trainer.h"
 #include "backends/transformer_trainer.h"
@@ -73,6 +74,13 @@ class BackendProvider {
   virtual absl::StatusOr<std::unique_ptr<TransformerTrainer>>
   NewTransformerTrainer(const RankResources& r) {
     return absl::UnimplementedError("this back end has no transformer trainer");
+  }
+  // An LLM inference engine over `r`'s ranks (Unimplemented where the back
+  // end has none). Collective.
+  virtual absl::StatusOr<std::unique_ptr<InferenceEngine>> NewInferenceEngine(
+      const RankResources& r) {
+    return absl::UnimplementedError(
+        "this back end has no inference engine yet");
   }
   // Memory the buffers of a case may take on local rank `local_rank`, one
   // of `local_ranks` on this host (host memory: MemAvailable shared by the

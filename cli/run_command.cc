@@ -779,7 +779,8 @@ void StateMemoryNeeds(const v1::Plan& plan, const std::vector<v1::Case>& cases,
       largest_label =
           absl::StrFormat("%s %s", c.spec_name(), FormatBytes(c.size_bytes()));
       if (c.bench() == v1::BENCH_GEMM || c.bench() == v1::BENCH_TRAIN ||
-          c.bench() == v1::BENCH_TRANSFORMER)
+          c.bench() == v1::BENCH_TRANSFORMER ||
+          c.bench() == v1::BENCH_INFERENCE)
         largest_label = c.spec_name() + ": " + BenchLabel(c);
     }
   }

@@ -177,6 +177,9 @@ std::string CompareKey(const v1::Result& r) {
                             c.gemm().k());
     } else if (c.bench() == v1::BENCH_TRANSFORMER) {
       absl::StrAppend(&key, ", layout ", LayoutName(c));
+    } else if (c.bench() == v1::BENCH_INFERENCE) {
+      absl::StrAppendFormat(&key, ", layout %s, batch %d", LayoutName(c),
+                            c.transformer().micro_batch());
     } else if (c.bench() != v1::BENCH_TRAIN) {
       absl::StrAppend(&key, " ", FormatBytes(c.size_bytes()));
     }

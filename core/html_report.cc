@@ -17,6 +17,7 @@
 #include "core/svg_plot.h"
 #include "core/topology.h"
 #include "core/training.h"
+#include "core/transformer.h"
 #include "core/units.h"
 
 namespace ringmaster {
@@ -454,7 +455,8 @@ void NodeBenches(const std::vector<v1::Result>& results,
   for (const auto& r : results) {
     const v1::Case& c = r.case_();
     if (c.bench() == v1::BENCH_COLLECTIVE || c.bench() == v1::BENCH_TRAIN ||
-        c.bench() == v1::BENCH_TRANSFORMER || c.bench() == v1::BENCH_FIND_SLOW)
+        c.bench() == v1::BENCH_TRANSFORMER ||
+        c.bench() == v1::BENCH_INFERENCE || c.bench() == v1::BENCH_FIND_SLOW)
       continue;
     if (c.pattern() == v1::PAIR) {
       std::string title = absl::StrFormat("%s: %s, %s", c.spec_name(),
@@ -475,6 +477,74 @@ void NodeBenches(const std::vector<v1::Result>& results,
 }
 
 // ------------------------------------------------------------ training
+
+// LLM inference: per spec, tokens/s per rank against TPOT p99 (the
+// throughput a latency buys), a line per tensor-parallel width through its
+// batch sizes; the table has every row and the caption the objective's best.
+void Serving(const std::vector<v1::Result>& results,
+             std::vector<Figure>* figures) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const v1::Result*>> groups;
+  for (const auto& r : results) {
+    const v1::Case& c = r.case_();
+    if (c.bench() != v1::BENCH_INFERENCE || r.status() != v1::OK) continue;
+    std::string key = absl::StrFormat("%s: %s", c.spec_name(), BenchLabel(c));
+    if (!c.variant().empty()) key += ", variant " + c.variant();
+    if (!groups.count(key)) order.push_back(key);
+    groups[key].push_back(&r);
+  }
+  for (const auto& key : order) {
+    auto& v = groups[key];
+    std::stable_sort(
+        v.begin(), v.end(), [](const v1::Result* a, const v1::Result* b) {
+          return std::pair(a->nranks(),
+                           a->case_().transformer().micro_batch()) <
+                 std::pair(b->nranks(), b->case_().transformer().micro_batch());
+        });
+    LinePlot plot;
+    plot.title = key + ": throughput against latency";
+    plot.x_label = "time per output token, p99 (ms)";
+    plot.y_label = "output tokens/s per rank";
+    std::vector<std::vector<std::string>> rows;
+    const double slo = v.front()->case_().serve().slo_tpot_p99_s();
+    const v1::Result* best = nullptr;
+    for (const v1::Result* r : v) {
+      const std::string layout = LayoutName(r->case_());
+      if (plot.series.empty() || plot.series.back().name != layout)
+        plot.series.push_back(LineSeries{layout, {}, false});
+      const v1::ServeFigures& s = r->serve();
+      plot.series.back().points.emplace_back(s.tpot_p99_s() * 1e3,
+                                             s.tokens_per_s_per_rank());
+      rows.push_back({layout,
+                      std::to_string(r->case_().transformer().micro_batch()),
+                      Num(s.ttft_s() * 1e3), Num(s.tpot_p50_s() * 1e3),
+                      Num(s.tpot_p99_s() * 1e3), Num(s.tokens_per_s_per_rank()),
+                      slo <= 0 ? "-" : (s.slo_met() ? "met" : "missed")});
+      if (slo > 0 && s.slo_met() &&
+          (best == nullptr ||
+           s.tokens_per_s_per_rank() > best->serve().tokens_per_s_per_rank())) {
+        best = r;
+      }
+    }
+    Figure f = FigureOf(plot);
+    f.caption =
+        "Each point is one batch size (the table's rows), left to right as "
+        "the batch grows.";
+    if (slo > 0) {
+      f.caption +=
+          best == nullptr
+              ? absl::StrFormat(" No batch met TPOT p99 <= %s ms.",
+                                Num(slo * 1e3))
+              : absl::StrFormat(" Best within TPOT p99 <= %s ms: %s batch %d.",
+                                Num(slo * 1e3), LayoutName(best->case_()),
+                                best->case_().transformer().micro_batch());
+    }
+    f.table = Table({"layout", "batch", "TTFT (ms)", "TPOT p50 (ms)",
+                     "TPOT p99 (ms)", "tokens/s per rank", "objective"},
+                    rows);
+    figures->push_back(std::move(f));
+  }
+}
 
 void Training(const std::vector<v1::Result>& results,
               std::vector<Figure>* figures) {
@@ -776,15 +846,17 @@ std::string RenderHtmlReport(const std::vector<v1::Result>& results,
     html += "<h2>" + Esc(name) + "</h2>\n";
     for (const Figure& f : figures) html += RenderFigure(f);
   };
-  std::vector<Figure> collectives, nodes, training, finder, telemetry;
+  std::vector<Figure> collectives, nodes, training, serving, finder, telemetry;
   Collectives(results, o, &collectives);
   NodeBenches(results, &nodes);
   Training(results, &training);
+  Serving(results, &serving);
   FindSlow(results, &finder);
   Telemetry(results, &telemetry);
   section("Collectives", collectives);
   section("Node benchmarks", nodes);
   section("Training", training);
+  section("LLM inference", serving);
   section("Bad-node finder", finder);
   section("Telemetry", telemetry);
   if (std::string t = Throttled(results); !t.empty())

@@ -99,6 +99,20 @@ std::string UnescapedLabel(const v1::Case& c) {
           t.optimizer()));
       break;
     }
+    case v1::BENCH_INFERENCE: {
+      const v1::TransformerSpec& t = c.transformer();
+      parts.push_back(absl::StrFormat(
+          "%s L%d prompt %d + %d%s",
+          t.preset().empty()
+              ? absl::StrFormat("h%d/%dq/%dkv/f%d", t.hidden(), t.heads(),
+                                t.kv_heads(), t.ffn_hidden())
+              : t.preset(),
+          t.layers(), c.serve().prompt(), c.serve().generate(),
+          c.dtype() == v1::DATA_TYPE_UNSPECIFIED
+              ? ""
+              : std::string(" ") + std::string(DataTypeName(c.dtype()))));
+      break;
+    }
     case v1::BENCH_TRAIN: {
       const v1::TrainSpec& t = c.train();
       if (t.inference()) {

@@ -85,6 +85,8 @@ int64_t CaseMemoryBytes(const v1::Case& c, int nranks) {
       return c.dtype() == v1::BFLOAT16
                  ? TransformerStepBytes(c.transformer(), 2, false)
                  : TransformerStepBytes(c.transformer(), 4, true);
+    case v1::BENCH_INFERENCE:
+      return ServeBytes(c.transformer(), c.dtype() == v1::BFLOAT16 ? 2 : 4);
     default:
       return 0;
   }

@@ -58,6 +58,7 @@ constexpr Entry<v1::Bench> kBenches[] = {
     {v1::BENCH_TRAIN, "train"},
     {v1::BENCH_FIND_SLOW, "find_slow"},
     {v1::BENCH_TRANSFORMER, "transformer"},
+    {v1::BENCH_INFERENCE, "inference"},
 };
 constexpr Entry<v1::CopyMethod> kCopyMethods[] = {
     {v1::COPY_ENGINE, "ce"}, {v1::SM, "sm"}, {v1::CPU, "cpu"}};

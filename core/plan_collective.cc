@@ -32,6 +32,7 @@ absl::Status PlanParser::ParseCollectiveCase(const YAML::Node& node,
   node_keys.insert(node_keys.end(), kTrainKeys.begin(), kTrainKeys.end());
   node_keys.insert(node_keys.end(), kTransformerKeys.begin(),
                    kTransformerKeys.end());
+  node_keys.insert(node_keys.end(), kServeKeys.begin(), kServeKeys.end());
   for (const char* key : node_keys) {
     YAML::Node n = get(key, &f);
     if (n) {

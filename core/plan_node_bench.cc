@@ -27,6 +27,14 @@ absl::Status PlanParser::ParseBenchCase(const YAML::Node& node,
   std::string f;
   const v1::Bench bench = spec->bench();
   const std::string bname(BenchName(bench));
+  if (bench == v1::BENCH_INFERENCE) return ParseServeCase(node, get, spec);
+  for (const char* key : kServeKeys) {
+    YAML::Node n = get(key, &f);
+    if (n)
+      return Error(
+          n, f,
+          absl::StrFormat("belongs to bench: inference, not bench: %s", bname));
+  }
   if (bench == v1::BENCH_TRAIN) return ParseTrainCase(node, get, spec);
   if (bench == v1::BENCH_TRANSFORMER)
     return ParseTransformerCase(node, get, spec);

@@ -54,8 +54,12 @@ inline constexpr std::array<const char*, A + B> Concat(
 // steps and check_steps with bench: train).
 inline constexpr std::array<const char*, 2> kTransformerKeys = {"parallel",
                                                                 "weight_decay"};
-inline constexpr auto kCaseKeys =
-    Concat(Concat(kOtherCaseKeys, kTrainKeys), kTransformerKeys);
+// Keys only bench: inference takes (it shares model, parallel and backend
+// with bench: transformer).
+inline constexpr std::array<const char*, 5> kServeKeys = {
+    "prompt", "generate", "batch", "slo", "repeats"};
+inline constexpr auto kCaseKeys = Concat(
+    Concat(Concat(kOtherCaseKeys, kTrainKeys), kTransformerKeys), kServeKeys);
 inline constexpr const char* kModelKeys[] = {"layers", "hidden", "batch"};
 inline constexpr const char* kTimingKeys[] = {"warmup",
                                               "min_samples",
@@ -166,11 +170,27 @@ class PlanParser : public YamlReader {
   // bench: transformer: the model, its parallel layouts and the step.
   absl::Status ParseTransformerCase(const YAML::Node& node, const CaseKeys& get,
                                     v1::CaseSpec* spec) const;
+  // serving: seq and micro_batch come from the inference keys instead.
   absl::Status ParseTransformerModel(const YAML::Node& node,
-                                     const CaseKeys& get,
-                                     v1::CaseSpec* spec) const;
+                                     const CaseKeys& get, v1::CaseSpec* spec,
+                                     bool serving = false) const;
   absl::Status ParseTransformerLayouts(const CaseKeys& get,
                                        v1::CaseSpec* spec) const;
+  // One mapping or a list of them, each with its field name
+  // ("parallel", "parallel[1]"); `expected` is the error otherwise.
+  absl::StatusOr<std::vector<std::pair<YAML::Node, std::string>>> MapOrList(
+      const YAML::Node& node, const std::string& field,
+      const std::string& expected) const;
+  // dtypes (float32 or bfloat16; none: the backend's) and backend.
+  absl::Status ParseModelDtypesAndBackend(const CaseKeys& get,
+                                          v1::CaseSpec* spec) const;
+
+  // plan_serve.cc
+  // bench: inference: the model, tensor-parallel widths, prompt, generate,
+  // the batch sweep and the latency objective.
+  absl::Status ParseServeCase(const YAML::Node& node, const CaseKeys& get,
+                              v1::CaseSpec* spec) const;
+  absl::Status ParseServeLayouts(const CaseKeys& get, v1::CaseSpec* spec) const;
 
   // plan_node_bench.cc: a list-valued enum key, every entry through
   // `parse` and in `allowed`, or `fallback`.

@@ -127,6 +127,41 @@ INSTANTIATE_TEST_SUITE_P(
                 "name: x\ncases:\n  - name: a\n    bench: gemm\n"
                 "    parallel: {tp: 2}\n",
                 "bad.yaml:5: cases[0].parallel:", "bench: transformer"},
+        BadPlan{"inference_seq_in_model",
+                "name: x\ncases:\n  - name: a\n    bench: inference\n"
+                "    model: {preset: llama3-8b, layers: 2, seq: 64}\n"
+                "    prompt: 8\n    generate: 4\n",
+                "bad.yaml:5: cases[0].model.seq:", "prompt + generate"},
+        BadPlan{"inference_prompt_missing",
+                "name: x\ncases:\n  - name: a\n    bench: inference\n"
+                "    model: {preset: llama3-8b, layers: 2}\n"
+                "    generate: 4\n",
+                "bad.yaml:3: cases[0].prompt:", "missing"},
+        BadPlan{"inference_tp_not_dividing_heads",
+                "name: x\ncases:\n  - name: a\n    bench: inference\n"
+                "    model: {preset: llama3-8b, layers: 2}\n"
+                "    prompt: 8\n    generate: 4\n    parallel: {tp: 3}\n",
+                "bad.yaml:8: cases[0].parallel.tp:", "must divide"},
+        BadPlan{"inference_takes_no_dp",
+                "name: x\ncases:\n  - name: a\n    bench: inference\n"
+                "    model: {preset: llama3-8b, layers: 2}\n"
+                "    prompt: 8\n    generate: 4\n    parallel: {dp: 2}\n",
+                "bad.yaml:8: cases[0].parallel.dp:", "unknown key"},
+        BadPlan{"inference_unknown_objective",
+                "name: x\ncases:\n  - name: a\n    bench: inference\n"
+                "    model: {preset: llama3-8b, layers: 2}\n"
+                "    prompt: 8\n    generate: 4\n    slo: {ttft: 1s}\n",
+                "bad.yaml:8: cases[0].slo.ttft:", "unknown key"},
+        BadPlan{"inference_takes_no_optimizer",
+                "name: x\ncases:\n  - name: a\n    bench: inference\n"
+                "    model: {preset: llama3-8b, layers: 2}\n"
+                "    prompt: 8\n    generate: 4\n    optimizer: sgd\n",
+                "bad.yaml:8: cases[0].optimizer:", "bench: inference"},
+        BadPlan{"prompt_belongs_to_inference",
+                "name: x\ncases:\n  - name: a\n    bench: transformer\n"
+                "    model: {preset: llama3-8b, layers: 2, seq: 64}\n"
+                "    prompt: 8\n",
+                "bad.yaml:6: cases[0].prompt:", "bench: inference"},
         BadPlan{"layers_past_the_preset",
                 "name: x\ncases:\n  - name: a\n    bench: transformer\n"
                 "    model: {preset: llama3-8b, layers: 33, seq: 64}\n",
@@ -569,6 +604,40 @@ cases:
   EXPECT_EQ((*cases)[0].dtype(), v1::DATA_TYPE_UNSPECIFIED);
   EXPECT_EQ(LayoutName((*cases)[2]), "dp2 tp2 zero3");
   EXPECT_EQ(LayoutName((*cases)[1]), "tp2+sp");
+}
+
+TEST(ParsePlanYaml, InferenceCaseAndExpansion) {
+  auto plan = ParsePlanYaml(R"(name: x
+cases:
+  - name: serve
+    bench: inference
+    model: {preset: llama3-8b, layers: 4}
+    parallel: [{tp: 1}, {tp: 2}]
+    prompt: 1024
+    generate: 256
+    batch: [1, 8, 64]
+    slo: {tpot_p99: 30ms}
+)",
+                            "x.yaml");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const v1::CaseSpec& spec = plan->cases(0);
+  EXPECT_EQ(spec.transformer().hidden(), 4096);
+  EXPECT_EQ(spec.transformer().seq(), 1280);  // the cache: prompt + generate
+  EXPECT_EQ(spec.serve().prompt(), 1024);
+  EXPECT_EQ(spec.serve().generate(), 256);
+  EXPECT_DOUBLE_EQ(spec.serve().slo_tpot_p99_s(), 0.030);
+  EXPECT_EQ(spec.serve().repeats(), 3);
+  auto cases = ExpandPlan(*plan, 100000, 2);
+  ASSERT_TRUE(cases.ok()) << cases.status();
+  ASSERT_EQ(cases->size(), 6u);  // widths x batches
+  const v1::Case& last = (*cases)[5];
+  EXPECT_EQ(last.bench(), v1::BENCH_INFERENCE);
+  EXPECT_EQ(last.nranks(), 2);
+  EXPECT_EQ(last.transformer().micro_batch(), 64);
+  EXPECT_EQ(last.serve().generate(), 256);
+  EXPECT_EQ(LayoutName(last), "tp2");
+  EXPECT_EQ(LayoutName((*cases)[0]), "tp1");
+  EXPECT_EQ((*cases)[1].transformer().micro_batch(), 8);
 }
 
 TEST(ParsePlanYaml, ShippedP2pPlanIsValid) {

@@ -81,8 +81,36 @@ absl::Status PlanParser::ParseTransformerCase(const YAML::Node& node,
     RM_ASSIGN_OR_RETURN(int64_t v, Int(cs, f, 0, 1000));
     t->set_check_steps(static_cast<int32_t>(v));
   }
-  // The dtype is the backend's training precision unless the plan names
-  // one: bfloat16 on GPUs, float32 on the host.
+  RM_RETURN_IF_ERROR(ParseModelDtypesAndBackend(get, spec));
+  *spec->mutable_timing() = DefaultTiming();
+  spec->mutable_timing()->set_warmup_iters(2);
+  if (YAML::Node timing = get("timing", &f)) {
+    RM_ASSIGN_OR_RETURN(*spec->mutable_timing(),
+                        ParseTiming(timing, f, spec->timing()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::pair<YAML::Node, std::string>>>
+PlanParser::MapOrList(const YAML::Node& node, const std::string& field,
+                      const std::string& expected) const {
+  std::vector<std::pair<YAML::Node, std::string>> items;
+  if (node.IsMap()) {
+    items.emplace_back(node, field);
+  } else if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i)
+      items.emplace_back(node[i], absl::StrFormat("%s[%d]", field, i));
+  } else {
+    return Error(node, field, expected);
+  }
+  return items;
+}
+
+// The dtype is the backend's precision unless the plan names one:
+// bfloat16 on GPUs, float32 on the host.
+absl::Status PlanParser::ParseModelDtypesAndBackend(const CaseKeys& get,
+                                                    v1::CaseSpec* spec) const {
+  std::string f;
   if (YAML::Node dtypes = get("dtypes", &f)) {
     RM_ASSIGN_OR_RETURN(std::vector<YAML::Node> items, ScalarList(dtypes, f));
     for (const auto& item : items) {
@@ -99,12 +127,6 @@ absl::Status PlanParser::ParseTransformerCase(const YAML::Node& node,
   if (YAML::Node backend = get("backend", &f)) {
     RM_RETURN_IF_ERROR(ParseBackendKey(backend, f, spec));
   }
-  *spec->mutable_timing() = DefaultTiming();
-  spec->mutable_timing()->set_warmup_iters(2);
-  if (YAML::Node timing = get("timing", &f)) {
-    RM_ASSIGN_OR_RETURN(*spec->mutable_timing(),
-                        ParseTiming(timing, f, spec->timing()));
-  }
   return absl::OkStatus();
 }
 
@@ -114,13 +136,24 @@ absl::Status PlanParser::ParseTransformerCase(const YAML::Node& node,
 // override it.
 absl::Status PlanParser::ParseTransformerModel(const YAML::Node& node,
                                                const CaseKeys& get,
-                                               v1::CaseSpec* spec) const {
+                                               v1::CaseSpec* spec,
+                                               bool serving) const {
   std::string f;
   YAML::Node model = get("model", &f);
   if (!model || !model.IsMap()) {
     return Error(model ? model : node, f,
-                 "missing: expected {preset: llama3-8b, layers: 4, seq: "
-                 "4096, micro_batch: 1}");
+                 serving ? "missing: expected {preset: llama3-8b, layers: 4}"
+                         : "missing: expected {preset: llama3-8b, layers: 4, "
+                           "seq: 4096, micro_batch: 1}");
+  }
+  if (serving) {
+    for (const char* key : {"seq", "micro_batch"}) {
+      if (model[key]) {
+        return Error(model[key], f + "." + key,
+                     "bench: inference sets it from prompt + generate and "
+                     "batch");
+      }
+    }
   }
   RM_RETURN_IF_ERROR(CheckKeys(model, f + ".", kTransformerModelKeys));
   v1::TransformerSpec* t = spec->mutable_transformer();
@@ -169,10 +202,13 @@ absl::Status PlanParser::ParseTransformerModel(const YAML::Node& node,
   if (absl::Status v = ValidateShape(s); !v.ok()) {
     return Error(model, f + "." + FieldOf(v), WhyOf(v));
   }
-  if (!model["seq"]) {
+  if (!model["seq"] && !serving) {
     return Error(model, f + ".seq", "missing: expected tokens per sequence");
   }
-  RM_ASSIGN_OR_RETURN(int64_t seq, Int(model["seq"], f + ".seq", 1, 1 << 20));
+  int64_t seq = 1;
+  if (!serving) {
+    RM_ASSIGN_OR_RETURN(seq, Int(model["seq"], f + ".seq", 1, 1 << 20));
+  }
   int64_t micro = 1;
   if (YAML::Node mb = model["micro_batch"]) {
     RM_ASSIGN_OR_RETURN(micro, Int(mb, f + ".micro_batch", 1, 1 << 16));
@@ -196,21 +232,15 @@ absl::Status PlanParser::ParseTransformerLayouts(const CaseKeys& get,
   std::string f;
   const v1::TransformerSpec& t = spec->transformer();
   YAML::Node node = get("parallel", &f);
-  std::vector<std::pair<YAML::Node, std::string>> items;
   if (!node) {
     spec->add_layouts()->set_dp(1);
     spec->mutable_layouts(0)->set_tp(1);
     return absl::OkStatus();
   }
-  if (node.IsMap()) {
-    items.emplace_back(node, f);
-  } else if (node.IsSequence()) {
-    for (size_t i = 0; i < node.size(); ++i)
-      items.emplace_back(node[i], absl::StrFormat("%s[%d]", f, i));
-  } else {
-    return Error(node, f,
-                 "expected {dp: 2, tp: 2, sp: true, zero: 3} or a list");
-  }
+  RM_ASSIGN_OR_RETURN(
+      auto items,
+      MapOrList(node, f,
+                "expected {dp: 2, tp: 2, sp: true, zero: 3} or a list"));
   for (const auto& [item, field] : items) {
     if (!item.IsMap())
       return Error(item, field, "expected {dp: N, tp: N, ...}");

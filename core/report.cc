@@ -30,7 +30,7 @@ std::string OpText(const v1::Case& c) {
 // variant: the line that introduces it.
 std::string UnescapedGroup(const v1::Result& r) {
   const v1::Case& c = r.case_();
-  if (c.bench() == v1::BENCH_TRANSFORMER) {
+  if (c.bench() == v1::BENCH_TRANSFORMER || c.bench() == v1::BENCH_INFERENCE) {
     // Layouts of one spec share a table: ranks are a column.
     std::string g =
         absl::StrFormat("%s: %s", Printable(c.spec_name()), BenchLabel(c));
@@ -154,9 +154,12 @@ void ConsoleReporter::Report(const v1::Result& r) {
     return;
   }
   if (group != last_group_) {
+    ServeBestLine();
     out_ << "#\n# " << group << "\n";
     if (r.case_().bench() == v1::BENCH_TRANSFORMER) {
       TransformerHeader();
+    } else if (r.case_().bench() == v1::BENCH_INFERENCE) {
+      ServeHeader();
     } else if (bench && r.case_().bench() == v1::BENCH_TRAIN) {
       if (r.case_().train().inference()) {
         InferenceHeader();
@@ -176,6 +179,10 @@ void ConsoleReporter::Report(const v1::Result& r) {
   }
   if (r.case_().bench() == v1::BENCH_TRANSFORMER) {
     TransformerRow(r);
+    return;
+  }
+  if (r.case_().bench() == v1::BENCH_INFERENCE) {
+    ServeRow(r);
     return;
   }
   if (bench) {
@@ -326,6 +333,7 @@ void ConsoleReporter::TrainRow(const v1::Result& r) {
 }
 
 void ConsoleReporter::End(const RunSummary& summary) {
+  ServeBestLine();
   out_ << absl::StrFormat("# results: %d (%d failed, %d skipped)\n",
                           summary.results, summary.failed_results,
                           summary.skipped_results);
@@ -743,7 +751,8 @@ std::string RenderBenchMatrices(const std::vector<v1::Result>& results) {
     const v1::Case& c = r.case_();
     // Plug-in kinds have no per-rank bandwidth matrix: their table says all.
     if (c.bench() == v1::BENCH_COLLECTIVE || c.bench() == v1::BENCH_TRAIN ||
-        c.bench() == v1::BENCH_TRANSFORMER || c.bench() == v1::BENCH_PLUGIN ||
+        c.bench() == v1::BENCH_TRANSFORMER ||
+        c.bench() == v1::BENCH_INFERENCE || c.bench() == v1::BENCH_PLUGIN ||
         c.pattern() == v1::ALL_RANKS) {
       continue;
     }

@@ -68,6 +68,18 @@ class ConsoleReporter : public Reporter {
   // report_transformer.cc
   void TransformerHeader();
   void TransformerRow(const v1::Result& r);
+  void ServeHeader();
+  void ServeRow(const v1::Result& r);
+  // After an inference group: the batch with the most tokens/s per rank
+  // whose TPOT p99 met the plan's objective (nothing without one).
+  void ServeBestLine();
+  struct ServeBest {
+    bool objective = false;  // the group's spec has one
+    double slo_s = 0;
+    bool found = false;
+    v1::Result best;  // the best row's result
+  };
+  ServeBest serve_best_;
   void FindSlowRows(const v1::Result& r);
   std::ostream& out_;
   std::string last_group_;

@@ -615,5 +615,63 @@ TEST(ConsoleReporter, InferenceRowsHaveTheirOwnColumns) {
   EXPECT_EQ(RenderTrainScaling({r}), "");
 }
 
+// An inference result of width `tp` and `batch` with TPOT p99 `p99_ms`.
+v1::Result ServePoint(int tp, int batch, double p99_ms, double slo_ms) {
+  v1::Result r;
+  r.set_status(v1::OK);
+  r.set_nranks(tp);
+  v1::Case* c = r.mutable_case_();
+  c->set_spec_name("serve");
+  c->set_bench(v1::BENCH_INFERENCE);
+  c->set_dtype(v1::FLOAT32);
+  c->mutable_transformer()->set_preset("llama3-8b");
+  c->mutable_transformer()->set_layers(2);
+  c->mutable_transformer()->set_micro_batch(batch);
+  c->mutable_transformer()->mutable_parallel()->set_tp(tp);
+  c->mutable_serve()->set_prompt(16);
+  c->mutable_serve()->set_generate(4);
+  c->mutable_serve()->set_slo_tpot_p99_s(slo_ms / 1e3);
+  v1::ServeFigures* s = r.mutable_serve();
+  s->set_tpot_p50_s(p99_ms / 2e3);
+  s->set_tpot_p99_s(p99_ms / 1e3);
+  s->set_tokens_per_s_per_rank(batch / (p99_ms / 1e3) / tp);
+  s->set_slo_met(p99_ms <= slo_ms);
+  s->set_check_rel_error(1e-7);
+  return r;
+}
+
+TEST(ConsoleReporter, InferenceNamesTheBestBatchWithinTheObjective) {
+  std::ostringstream out;
+  ConsoleReporter console(out);
+  console.Begin(RunContext());
+  // tp1: batch 8 has the most tokens/s but misses 30 ms; batch 4 meets it.
+  for (auto [batch, p99] : {std::pair{1, 10.0}, {4, 20.0}, {8, 31.0}})
+    console.Report(ServePoint(1, batch, p99, 30));
+  console.End(RunSummary());
+  const std::string text = out.str();
+  EXPECT_NE(text.find("TPOT p99"), std::string::npos) << text;
+  EXPECT_NE(text.find("miss"), std::string::npos) << text;
+  EXPECT_NE(text.find("# objective TPOT p99 <= 30 ms: best tp1 batch 4, 200 "
+                      "tokens/s per rank (TPOT p99 20.000 ms)"),
+            std::string::npos)
+      << text;
+}
+
+TEST(RenderHtmlReport, InferencePlotsThroughputAgainstLatency) {
+  std::vector<v1::Result> results;
+  for (int tp : {1, 2})
+    for (auto [batch, p99] : {std::pair{1, 10.0}, {4, 20.0}, {8, 40.0}})
+      results.push_back(ServePoint(tp, batch, p99 * tp, 30));
+  const std::string html = RenderHtmlReport(results, HtmlReportOptions());
+  EXPECT_NE(html.find("<h2>LLM inference</h2>"), std::string::npos);
+  EXPECT_NE(html.find("throughput against latency"), std::string::npos);
+  EXPECT_NE(html.find("data-expected-series=\"2\""), std::string::npos);
+  // tp1 batch 4: 200 tokens/s per rank at 20 ms; tp2 batch 1 meets 30 ms
+  // with 25.
+  EXPECT_NE(html.find("Best within TPOT p99 &lt;= 30 ms: tp1 batch 4."),
+            std::string::npos)
+      << html.substr(html.find("LLM inference"), 2000);
+}
+
 }  // namespace
 }  // namespace ringmaster

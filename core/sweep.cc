@@ -182,6 +182,30 @@ absl::Status ExpandTransformer(const v1::Plan& plan, const v1::CaseSpec& spec,
   return absl::OkStatus();
 }
 
+// Inference: one case per tensor-parallel width, batch and precision, on
+// the width's ranks; the batch is the case's micro_batch.
+absl::Status ExpandServe(const v1::Plan& plan, const v1::CaseSpec& spec,
+                         int64_t max_cases, std::vector<v1::Case>* cases) {
+  std::vector<int> dtypes(spec.dtypes().begin(), spec.dtypes().end());
+  if (dtypes.empty()) dtypes.push_back(v1::DATA_TYPE_UNSPECIFIED);
+  for (const v1::ParallelLayout& layout : spec.layouts())
+    for (int64_t batch : spec.serve_batches())
+      for (int dt : dtypes) {
+        RM_ASSIGN_OR_RETURN(v1::Case c,
+                            NextCase(plan, spec, cases->size(), max_cases));
+        c.set_bench(v1::BENCH_INFERENCE);
+        c.set_dtype(static_cast<v1::DataType>(dt));
+        *c.mutable_transformer() = spec.transformer();
+        *c.mutable_transformer()->mutable_parallel() = layout;
+        c.mutable_transformer()->set_micro_batch(batch);
+        *c.mutable_serve() = spec.serve();
+        c.set_nranks(layout.tp());
+        SetRankless(spec, &c);
+        cases->push_back(std::move(c));
+      }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan,
@@ -232,6 +256,10 @@ absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan,
     }
     if (spec.bench() == v1::BENCH_TRANSFORMER) {
       RM_RETURN_IF_ERROR(ExpandTransformer(plan, spec, max_cases, &cases));
+      continue;
+    }
+    if (spec.bench() == v1::BENCH_INFERENCE) {
+      RM_RETURN_IF_ERROR(ExpandServe(plan, spec, max_cases, &cases));
       continue;
     }
     if (spec.bench() == v1::BENCH_PLUGIN) {

@@ -175,6 +175,10 @@ TransformerParallel ParallelOf(const v1::ParallelLayout& p) {
 }
 
 std::string LayoutName(const v1::Case& c) {
+  if (c.bench() == v1::BENCH_INFERENCE) {
+    return absl::StrFormat("tp%d",
+                           std::max(1, c.transformer().parallel().tp()));
+  }
   return ParallelName(ParallelOf(c.transformer().parallel()));
 }
 
@@ -204,6 +208,15 @@ int64_t TransformerStepBytes(const v1::TransformerSpec& t, int elem,
   const double total =
       weights + grads + shard * state + act * elem * t.layers();
   return static_cast<int64_t>(std::min(total, 9e18));
+}
+
+int64_t ServeBytes(const v1::TransformerSpec& t, int elem) {
+  const TransformerShape s = ShapeOf(t);
+  const int64_t tp = std::max(1, t.parallel().tp());
+  const int64_t weights = LayerParams(s) * s.layers / tp + s.hidden;
+  const int64_t cache = 2 * static_cast<int64_t>(s.layers) * t.micro_batch() *
+                        t.seq() * s.kv_heads / tp * s.head_dim;
+  return (weights + cache) * elem;
 }
 
 absl::StatusOr<TransformerShape> TransformerPreset(const std::string& name) {

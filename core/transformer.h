@@ -125,6 +125,11 @@ std::string LayoutName(const v1::Case& c);
 int64_t TransformerStepBytes(const v1::TransformerSpec& t, int elem,
                              bool saves_scores);
 
+// Bytes one rank of an inference case holds: its share of the weights
+// (tensor-parallel over t.parallel().tp()) and of the key/value cache for
+// micro_batch sequences of seq tokens, `elem` bytes each.
+int64_t ServeBytes(const v1::TransformerSpec& t, int elem);
+
 // The reference model on the CPU. Weights and data are deterministic
 // functions of their position (the same on every backend), so a backend's
 // loss after k steps can be compared with this one's.

@@ -52,14 +52,15 @@ absl::StatusOr<double> Number(const std::string& file, const YAML::Node& n,
 bool LowerIsBetter(const v1::Result& r) {
   return r.case_().bench() == v1::BENCH_LATENCY ||
          r.case_().bench() == v1::BENCH_TRAIN ||
-         r.case_().bench() == v1::BENCH_TRANSFORMER;
+         r.case_().bench() == v1::BENCH_TRANSFORMER ||
+         r.case_().bench() == v1::BENCH_INFERENCE;
 }
 
 // What the result measured, without who it was about (for fleet groups).
 std::string FleetKey(const v1::Result& r) {
   const v1::Case& c = r.case_();
   if (c.bench() == v1::BENCH_COLLECTIVE || c.bench() == v1::BENCH_TRAIN ||
-      c.bench() == v1::BENCH_TRANSFORMER) {
+      c.bench() == v1::BENCH_TRANSFORMER || c.bench() == v1::BENCH_INFERENCE) {
     return CompareKey(r);
   }
   std::string key = absl::StrFormat("%s: %s", c.spec_name(), BenchLabel(c));
@@ -116,6 +117,7 @@ Observation ObserveWhole(const v1::Result& r) {
       break;
     case v1::BENCH_TRAIN:
     case v1::BENCH_TRANSFORMER:
+    case v1::BENCH_INFERENCE:  // the time per output token
       o.metric = "ms";
       o.value = r.stats().median_s() * 1e3;
       break;
@@ -126,7 +128,8 @@ Observation ObserveWhole(const v1::Result& r) {
   }
   const bool node_bench =
       c.bench() != v1::BENCH_COLLECTIVE && c.bench() != v1::BENCH_TRAIN &&
-      c.bench() != v1::BENCH_TRANSFORMER && c.bench() != v1::BENCH_FIND_SLOW;
+      c.bench() != v1::BENCH_TRANSFORMER && c.bench() != v1::BENCH_INFERENCE &&
+      c.bench() != v1::BENCH_FIND_SLOW;
   if (node_bench &&
       (c.pattern() == v1::PAIR || c.bench() == v1::BENCH_LATENCY)) {
     o.kind = SubjectKind::kPair;

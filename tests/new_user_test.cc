@@ -11,6 +11,7 @@
 #include <map>
 #include <regex>
 
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "tests/cli_runner.h"
@@ -323,6 +324,48 @@ TEST(NewUser, TransformerPlanChecksEveryLayoutAndSplitsTheStep) {
   EXPECT_LT(
       std::stoll(by_layout["tp2"]["peak_memory_bytes"].get<std::string>()),
       std::stoll(by_layout["dp1"]["peak_memory_bytes"].get<std::string>()));
+  fs::remove_all(out);
+}
+
+TEST(NewUser, InferencePlanChecksEveryBatchAndWidth) {
+  const std::string out = TempDir("inference");
+  Outcome o = Ringmaster({"run", Source("plans/inference.yaml"), "--np", "2",
+                          "--out", out, "--quiet"});
+  ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
+  EXPECT_THAT(o.out, HasSubstr("TPOT p99"));  // the table's header
+  EXPECT_THAT(o.out, testing::ContainsRegex(
+                         "# objective TPOT p99 <= 50 ms: best tp[12] batch "
+                         "[124], [0-9.e+]+ tokens/s per rank"));
+  std::map<std::pair<int, int>, nlohmann::json> by_case;  // (tp, batch)
+  std::ifstream in(ResultsOf(out));
+  for (std::string line; std::getline(in, line);) {
+    auto r = nlohmann::json::parse(line);
+    if (r["status"] != "OK") continue;
+    const auto& t = r["case"]["transformer"];
+    const int tp = t["parallel"].value("tp", 1);
+    const int batch = std::stoi(t.value("micro_batch", std::string("1")));
+    by_case[{tp, batch}] = r["serve"];
+    EXPECT_THAT(o.out,
+                testing::ContainsRegex(absl::StrFormat(
+                    " tp%d +%d +%d .* [0-9.]+e-[0-9]+\n", tp, tp, batch)));
+  }
+  ASSERT_EQ(by_case.size(), 6u) << o.out;
+  for (const auto& [key, s] : by_case) {
+    const auto [tp, batch] = key;
+    // Prefill and every decode step against the float64 forward pass.
+    EXPECT_GE(s["check_rel_error"].get<double>(), 0);
+    EXPECT_LE(s["check_rel_error"].get<double>(), 1e-4);
+    EXPECT_GT(s["ttft_s"].get<double>(), 0);
+    EXPECT_GE(s["tpot_p99_s"].get<double>(), s["tpot_p50_s"].get<double>());
+    EXPECT_NEAR(s["tokens_per_s_per_replica"].get<double>(),
+                batch / s["tpot_mean_s"].get<double>(),
+                1e-6 * s["tokens_per_s_per_replica"].get<double>());
+    // Only a tensor-parallel width spends time in sums.
+    EXPECT_EQ(s.value("tp_share", 0.0) > 0, tp > 1) << tp << " " << batch;
+  }
+  // A tp2 rank holds half the weights and cache of tp1's.
+  EXPECT_LT(std::stoll(by_case[{2, 1}]["memory_bytes"].get<std::string>()),
+            std::stoll(by_case[{1, 1}]["memory_bytes"].get<std::string>()));
   fs::remove_all(out);
 }
 

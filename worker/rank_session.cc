@@ -459,7 +459,8 @@ absl::StatusOr<v1::Result> RankSession::RunOne(const v1::Case& c) {
   }
   if (auto too_big = DoesNotFit(c, n)) return *too_big;
   if (!kind->RunsOnCaseRanks()) return kind->Run(c, *this);
-  if (n > nranks_ && c.bench() == v1::BENCH_TRANSFORMER) {
+  if (n > nranks_ && (c.bench() == v1::BENCH_TRANSFORMER ||
+                      c.bench() == v1::BENCH_INFERENCE)) {
     return SkippedResult(
         c, n,
         absl::StrFormat("layout %s needs %d ranks; this launch has %d",

@@ -9,6 +9,8 @@
 #include "backends/host/group_comm.h"
 #include "backends/host/tp_layer.h"
 #include "backends/trainer.h"
+#include "core/names.h"
+#include "core/status_macros.h"
 #include "core/transformer_ops.h"
 
 namespace ringmaster {
@@ -175,6 +177,55 @@ absl::Status HostDecoder::Decode(std::vector<float>* out) {
       x[b * h + j] = static_cast<float>(
           TransformerInput((b * st_->capacity + length_) * h + j));
   return Forward(1, x, out);
+}
+
+namespace {
+
+class HostInferenceEngine : public InferenceEngine {
+ public:
+  explicit HostInferenceEngine(HostComm& comm) : comm_(comm), decoder_(comm) {}
+
+  absl::Status Prepare(const v1::Case& c) override {
+    auto path = HostModelPath(comm_, c.dtype(), "serves");
+    if (!path.ok()) return path.status();
+    describe_ = *path;
+    const v1::TransformerSpec& t = c.transformer();
+    if (std::max(1, t.parallel().tp()) != comm_.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("layout tp%d needs %d ranks; the engine has %d",
+                          t.parallel().tp(), t.parallel().tp(), comm_.size()));
+    }
+    return decoder_.Prepare(ShapeOf(t), t.micro_batch(), t.seq());
+  }
+  absl::StatusOr<double> Prefill(int64_t prompt,
+                                 std::vector<float>* out) override {
+    decoder_.Reset();
+    std::vector<float> rows;
+    const double start = MonotonicSeconds();
+    RM_RETURN_IF_ERROR(decoder_.Prefill(prompt, out ? out : &rows));
+    return MonotonicSeconds() - start;
+  }
+  absl::StatusOr<double> Decode(std::vector<float>* out) override {
+    std::vector<float> rows;
+    const double start = MonotonicSeconds();
+    RM_RETURN_IF_ERROR(decoder_.Decode(out ? out : &rows));
+    return MonotonicSeconds() - start;
+  }
+  double TpSeconds() const override { return decoder_.tp_seconds(); }
+  int64_t HeldBytes() const override { return decoder_.HeldBytes(); }
+  v1::DataType DefaultDtype() const override { return v1::FLOAT32; }
+  std::string Describe() const override { return describe_; }
+
+ private:
+  HostComm& comm_;
+  HostDecoder decoder_;
+  std::string describe_;
+};
+
+}  // namespace
+
+std::unique_ptr<InferenceEngine> NewHostInferenceEngine(HostComm& comm) {
+  return std::make_unique<HostInferenceEngine>(comm);
 }
 
 }  // namespace ringmaster

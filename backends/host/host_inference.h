@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "backends/inference_engine.h"
 #include "comm/host_comm.h"
 #include "core/transformer.h"
 
@@ -41,6 +42,8 @@ class HostDecoder {
   // The next token of every sequence; out [batch x hidden]. Collective.
   absl::Status Decode(std::vector<float>* out);
 
+  // Drops the cache's contents: the next Prefill starts new sequences.
+  void Reset() { length_ = 0; }
   int64_t length() const { return length_; }  // tokens per sequence so far
   // Seconds spent in the tensor-parallel sums since Prepare.
   double tp_seconds() const { return tp_s_; }
@@ -60,6 +63,10 @@ class HostDecoder {
   int64_t length_ = 0;
   double tp_s_ = 0;
 };
+
+// The inference kind's engine on host ranks: a HostDecoder for each case
+// (float32 only).
+std::unique_ptr<InferenceEngine> NewHostInferenceEngine(HostComm& comm);
 
 }  // namespace ringmaster
 

@@ -1,6 +1,7 @@
 #include "backends/host/host_provider.h"
 
 #include "backends/host/host_backend.h"
+#include "backends/host/host_inference.h"
 #include "backends/host/host_node_bench.h"
 #include "backends/host/host_trainer.h"
 #include "backends/host/host_transformer.h"
@@ -31,6 +32,10 @@ class HostProvider : public BackendProvider {
   absl::StatusOr<std::unique_ptr<TransformerTrainer>> NewTransformerTrainer(
       const RankResources& r) override {
     return NewHostTransformer(*r.comm);
+  }
+  absl::StatusOr<std::unique_ptr<InferenceEngine>> NewInferenceEngine(
+      const RankResources& r) override {
+    return NewHostInferenceEngine(*r.comm);
   }
   std::unique_ptr<TelemetrySource> NewTelemetrySource(
       int /*local_rank*/) override {

@@ -121,19 +121,9 @@ absl::Status HostTransformer::Timed(double* bucket,
 }
 
 absl::Status HostTransformer::Prepare(const v1::Case& c) {
-  if (c.dtype() != v1::FLOAT32) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "the host backend trains in float32 (OpenBLAS); %s needs GPUs",
-        DataTypeName(c.dtype())));
-  }
-  const Blas* blas = LoadBlas();
-  if (blas == nullptr) {
-    return absl::UnimplementedError(
-        "no BLAS library with cblas_sgemm here (libopenblas.so.0)");
-  }
-  auto local = comm_.RanksOnHost();
-  if (!local.ok()) return local.status();
-  describe_ = "cpu (" + ShareCores(*blas, *local) + ")";
+  auto path = HostModelPath(comm_, c.dtype(), "trains");
+  if (!path.ok()) return path.status();
+  describe_ = *path;
   spec_ = c.transformer();
   p_ = ParallelOf(spec_.parallel());
   if (p_.ranks() != comm_.size()) {

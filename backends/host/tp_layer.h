@@ -9,7 +9,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
+#include "backends/host/blas.h"
+#include "comm/host_comm.h"
+#include "core/names.h"
 #include "core/transformer.h"
 
 namespace ringmaster {
@@ -85,6 +91,28 @@ inline void FillTpLayer(const TransformerShape& s, int layer, int tp_rank,
   columns(o.wg, TransformerMatrix::kGate, h, f, o.fw);
   columns(o.wu, TransformerMatrix::kUp, h, f, o.fw);
   rows(o.wd, TransformerMatrix::kDown, o.fw, h);
+}
+
+// What a host model (trainer or decoder) checks before building: float32
+// and a BLAS. Returns the result's path, "cpu (<BLAS and its cores>)";
+// `verb` says what the model does ("trains", "serves").
+inline absl::StatusOr<std::string> HostModelPath(HostComm& comm,
+                                                 v1::DataType dtype,
+                                                 const char* verb) {
+  if (dtype != v1::FLOAT32) {
+    return absl::UnimplementedError(
+        absl::StrFormat("the host backend %s in float32 (OpenBLAS); %s needs "
+                        "GPUs",
+                        verb, DataTypeName(dtype)));
+  }
+  const Blas* blas = LoadBlas();
+  if (blas == nullptr) {
+    return absl::UnimplementedError(
+        "no BLAS library with cblas_sgemm here (libopenblas.so.0)");
+  }
+  auto local = comm.RanksOnHost();
+  if (!local.ok()) return local.status();
+  return "cpu (" + ShareCores(*blas, *local) + ")";
 }
 
 }  // namespace ringmaster

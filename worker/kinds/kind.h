@@ -12,7 +12,9 @@
 #define RINGMASTER_WORKER_KINDS_KIND_H_
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -104,6 +106,52 @@ v1::Result SkippedResult(const v1::Case& c, int nranks, const std::string& why);
 // A result for `c` whose back end could not be set up: FAILED,
 // BACKEND_ERROR, with `why`'s message.
 v1::Result FailedResult(const v1::Case& c, int nranks, const absl::Status& why);
+
+// For kinds whose cases run on an object a back end makes over a group of
+// ranks (a trainer, an inference engine): one per rank count and back end,
+// made by the first case that needs it and kept for the job.
+template <typename T>
+class GroupObjects {
+ public:
+  using Make = std::function<absl::StatusOr<std::unique_ptr<T>>(
+      BackendProvider&, const RankResources&)>;
+  struct Got {
+    T* object = nullptr;
+    Control* control = nullptr;         // over the case's ranks
+    std::optional<v1::Result> instead;  // when there is no object
+  };
+  // The object for case `c` on its ranks; else a result instead: SKIPPED
+  // without a provider for the case (or, when `unmade_skips`, when the
+  // provider cannot make the object), FAILED otherwise.
+  Got For(const v1::Case& c, CaseEnv& env, const Make& make,
+          bool unmade_skips) {
+    const int n = c.nranks() > 0 ? c.nranks() : env.world_size();
+    std::string why;
+    BackendProvider* provider = env.ProviderFor(c, &why);
+    if (provider == nullptr)
+      return {nullptr, nullptr, SkippedResult(c, n, why)};
+    auto group = env.Group(n);
+    if (!group.ok())
+      return {nullptr, nullptr, FailedResult(c, n, group.status())};
+    std::unique_ptr<T>& object = objects_[{n, provider->kind()}];
+    if (!object) {
+      RankResources r{group->comm, group->control, env.local_rank(),
+                      env.faults()};
+      auto made = make(*provider, r);
+      if (!made.ok()) {
+        return {nullptr, nullptr,
+                unmade_skips
+                    ? SkippedResult(c, n, std::string(made.status().message()))
+                    : FailedResult(c, n, made.status())};
+      }
+      object = std::move(*made);
+    }
+    return {object.get(), group->control, std::nullopt};
+  }
+
+ private:
+  std::map<std::pair<int, v1::Backend>, std::unique_ptr<T>> objects_;
+};
 
 }  // namespace ringmaster
 

@@ -204,25 +204,18 @@ class TrainMlpKind : public BenchmarkKind {
   bool RunsOnCaseRanks() const override { return true; }
 
   v1::Result Run(const v1::Case& c, CaseEnv& env) override {
-    const int n = c.nranks() > 0 ? c.nranks() : env.world_size();
-    std::string why;
-    BackendProvider* provider = env.ProviderFor(c, &why);
-    if (provider == nullptr) return SkippedResult(c, n, why);
-    auto group = env.Group(n);
-    if (!group.ok()) return FailedResult(c, n, group.status());
-    auto& trainer = trainers_[{n, provider->kind()}];
-    if (!trainer) {
-      RankResources r{group->comm, group->control, env.local_rank(),
-                      env.faults()};
-      auto created = provider->NewTrainer(r);
-      if (!created.ok()) return FailedResult(c, n, created.status());
-      trainer = std::move(*created);
-    }
-    return RunTrain(c, *trainer, *group->control);
+    auto got = trainers_.For(
+        c, env,
+        [](BackendProvider& p, const RankResources& r) {
+          return p.NewTrainer(r);
+        },
+        false);
+    if (got.instead) return *got.instead;
+    return RunTrain(c, *got.object, *got.control);
   }
 
  private:
-  std::map<std::pair<int, v1::Backend>, std::unique_ptr<Trainer>> trainers_;
+  GroupObjects<Trainer> trainers_;
 };
 
 RINGMASTER_REGISTER_KIND("train", TrainMlpKind);

@@ -242,24 +242,16 @@ class TransformerKind : public BenchmarkKind {
   v1::Result Run(const v1::Case& input, CaseEnv& env) override {
     const auto start = std::chrono::steady_clock::now();
     v1::Case c = input;
-    const int n = c.nranks() > 0 ? c.nranks() : env.world_size();
-    std::string why;
-    BackendProvider* provider = env.ProviderFor(c, &why);
-    if (provider == nullptr) return SkippedResult(c, n, why);
-    auto group = env.Group(n);
-    if (!group.ok()) return FailedResult(c, n, group.status());
-    auto& trainer = trainers_[{n, provider->kind()}];
-    if (!trainer) {
-      RankResources r{group->comm, group->control, env.local_rank(),
-                      env.faults()};
-      auto created = provider->NewTransformerTrainer(r);
-      if (!created.ok())
-        return SkippedResult(c, n, std::string(created.status().message()));
-      trainer = std::move(*created);
-    }
+    auto got = trainers_.For(
+        c, env,
+        [](BackendProvider& p, const RankResources& r) {
+          return p.NewTransformerTrainer(r);
+        },
+        true);
+    if (got.instead) return *got.instead;
     if (c.dtype() == v1::DATA_TYPE_UNSPECIFIED)
-      c.set_dtype(trainer->DefaultDtype());
-    v1::Result r = RunTransformer(c, *trainer, *group->control);
+      c.set_dtype(got.object->DefaultDtype());
+    v1::Result r = RunTransformer(c, *got.object, *got.control);
     r.set_case_wall_s(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count());
@@ -267,8 +259,7 @@ class TransformerKind : public BenchmarkKind {
   }
 
  private:
-  std::map<std::pair<int, v1::Backend>, std::unique_ptr<TransformerTrainer>>
-      trainers_;
+  GroupObjects<TransformerTrainer> trainers_;
 };
 
 RINGMASTER_REGISTER_KIND("transformer", TransformerKind);
