@@ -210,6 +210,23 @@ int64_t TransformerStepBytes(const v1::TransformerSpec& t, int elem,
   return static_cast<int64_t>(std::min(total, 9e18));
 }
 
+void RotaryTables(const TransformerShape& s, int64_t positions,
+                  std::vector<float>* cos_table,
+                  std::vector<float>* sin_table) {
+  const int64_t half = s.head_dim / 2;
+  cos_table->resize(positions * half);
+  sin_table->resize(positions * half);
+  for (int64_t p = 0; p < positions; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle =
+          static_cast<double>(p) *
+          std::pow(s.rope_theta, -2.0 * static_cast<double>(i) /
+                                     static_cast<double>(s.head_dim));
+      (*cos_table)[p * half + i] = static_cast<float>(std::cos(angle));
+      (*sin_table)[p * half + i] = static_cast<float>(std::sin(angle));
+    }
+}
+
 int64_t ServeBytes(const v1::TransformerSpec& t, int elem) {
   const TransformerShape s = ShapeOf(t);
   const int64_t tp = std::max(1, t.parallel().tp());

@@ -130,6 +130,12 @@ int64_t TransformerStepBytes(const v1::TransformerSpec& t, int elem,
 // micro_batch sequences of seq tokens, `elem` bytes each.
 int64_t ServeBytes(const v1::TransformerSpec& t, int elem);
 
+// Rotary embedding's cos and sin for positions 0 .. positions - 1, [pos x
+// head_dim / 2] each, computed in double as the reference's rotation and
+// rounded to float (the tables the GPU kernels read).
+void RotaryTables(const TransformerShape& s, int64_t positions,
+                  std::vector<float>* cos_table, std::vector<float>* sin_table);
+
 // The reference model on the CPU. Weights and data are deterministic
 // functions of their position (the same on every backend), so a backend's
 // loss after k steps can be compared with this one's.

@@ -1,9 +1,11 @@
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/transformer_kernels.h"
+#include "kernels/transformer_uniform.cuh"
 
 namespace ringmaster::tk {
 namespace {
@@ -13,13 +15,8 @@ using bf16 = __nv_bfloat16;
 __device__ __forceinline__ float F(bf16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ bf16 B(float v) { return __float2bfloat16(v); }
 
-// core/transformer.cc's TransformerUniform, bit for bit.
 __device__ double Uniform(uint64_t key, uint64_t index) {
-  uint64_t z = key * 0x9E3779B97F4A7C15ull + index + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0;
+  return TransformerUniformOnDevice(key, index);
 }
 
 unsigned Blocks(int64_t n, int threads) {
@@ -185,14 +182,14 @@ __global__ void RmsNormBackwardKernel(const bf16* x, const bf16* g,
 }
 
 // blockIdx.y: the token; threads over (head, 4 pairs).
-__global__ void RopeKernel(bf16* v, int64_t ld, int64_t seq, int heads, int hd,
-                           const float* cos_table, const float* sin_table,
-                           float sign) {
+__global__ void RopeKernel(bf16* v, int64_t ld, int64_t seq, int64_t first,
+                           int heads, int hd, const float* cos_table,
+                           const float* sin_table, float sign) {
   const int half = hd / 2, quads = half / 4;
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= heads * quads) return;
   const int head = i / quads, k = (i % quads) * 4;
-  const int64_t t = blockIdx.y, pos = t % seq;
+  const int64_t t = first + blockIdx.y, pos = t % seq;
   bf16* p = v + t * ld + head * hd;
   const float4 c = *reinterpret_cast<const float4*>(cos_table + pos * half + k);
   const float4 s = *reinterpret_cast<const float4*>(sin_table + pos * half + k);
@@ -479,16 +476,19 @@ cudaError_t RmsNormBackward(const void* x, const void* g, const float* rinv,
 cudaError_t Rope(void* v, int64_t ld, int64_t tokens, int64_t seq,
                  int64_t heads, int64_t hd, const float* cos_table,
                  const float* sin_table, int sign, cudaStream_t s) {
-  if (hd % 8 != 0 || ld % 8 != 0 || tokens > 65535 * 64) {
-    return cudaErrorInvalidValue;
-  }
+  if (hd % 8 != 0 || ld % 8 != 0) return cudaErrorInvalidValue;
   const int64_t quads = heads * hd / 8;
-  const dim3 grid(static_cast<unsigned>((quads + 127) / 128),
-                  static_cast<unsigned>(tokens));
-  RopeKernel<<<grid, 128, 0, s>>>(
-      static_cast<bf16*>(v), ld, seq, static_cast<int>(heads),
-      static_cast<int>(hd), cos_table, sin_table, static_cast<float>(sign));
-  return cudaGetLastError();
+  // Tokens in launches of at most 65535 (the grid's y limit).
+  for (int64_t first = 0; first < tokens; first += 65535) {
+    const dim3 grid(
+        static_cast<unsigned>((quads + 127) / 128),
+        static_cast<unsigned>(std::min<int64_t>(65535, tokens - first)));
+    RopeKernel<<<grid, 128, 0, s>>>(
+        static_cast<bf16*>(v), ld, seq, first, static_cast<int>(heads),
+        static_cast<int>(hd), cos_table, sin_table, static_cast<float>(sign));
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
 cudaError_t SoftmaxCausal(void* scores, int64_t matrices, int64_t rows,

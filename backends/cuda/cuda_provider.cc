@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_inference.h"
 #include "backends/cuda/cuda_node_bench.h"
 #include "backends/cuda/cuda_topology.h"
 #include "backends/cuda/cuda_trainer.h"
@@ -49,6 +50,10 @@ class CudaProvider : public BackendProvider {
   absl::StatusOr<std::unique_ptr<TransformerTrainer>> NewTransformerTrainer(
       const RankResources& r) override {
     return NewCudaTransformer(DeviceOf(r.local_rank), r.control->size());
+  }
+  absl::StatusOr<std::unique_ptr<InferenceEngine>> NewInferenceEngine(
+      const RankResources& r) override {
+    return NewCudaInferenceEngine(DeviceOf(r.local_rank), r.control->size());
   }
   int64_t FreeMemoryPerRank(int local_rank, int /*local_ranks*/) override {
     return CudaFreeMemory(DeviceOf(local_rank));

@@ -14,6 +14,8 @@
 
 #include "absl/strings/str_format.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/lt_gemms.h"
+#include "backends/cuda/transformer_weights.h"
 #include "core/names.h"
 #include "core/status_macros.h"
 #include "core/transformer.h"
@@ -25,113 +27,6 @@ namespace {
 
 #define RM_CU(expr) RM_CUDA(expr, 0)
 #define RM_LT(expr) RM_CUBLAS(expr, 0)
-
-// cuBLASLt products of bfloat16 column-major operands with fp32
-// accumulation, optionally strided-batched: D = alpha op(A) op(B) + beta C.
-// Each shape's descriptors and the heuristic's first algorithm are made
-// once and kept. (Timing the heuristic's first 8 candidates on the real
-// operands measured no faster step on an H200.)
-class LtGemms {
- public:
-  ~LtGemms() {
-    for (auto& [key, p] : plans_) {
-      cublasLtMatmulDescDestroy(p.desc);
-      for (auto l : {p.a, p.b, p.c}) cublasLtMatrixLayoutDestroy(l);
-    }
-    if (workspace_ != nullptr) cudaFree(workspace_);
-    if (handle_ != nullptr) cublasLtDestroy(handle_);
-  }
-  absl::Status Init() {
-    RM_LT(cublasLtCreate(&handle_));
-    RM_CU(cudaMalloc(&workspace_, kWorkspace));
-    return absl::OkStatus();
-  }
-  // Leading dimensions lda, ldb, ldc (C and D share theirs); strides
-  // between batch entries sa, sb, sc (elements).
-  absl::Status Run(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                   const void* a, int64_t lda, int64_t sa, const void* b,
-                   int64_t ldb, int64_t sb, const void* c, void* d, int64_t ldc,
-                   int64_t sc, int batch, float alpha, float beta,
-                   cudaStream_t s) {
-    const std::array<int64_t, 12> key{ta,  tb,  m,  n,  k,  lda,
-                                      ldb, ldc, sa, sb, sc, batch};
-    if (c == nullptr) c = d;  // beta is 0: C is not read
-    auto it = plans_.find(key);
-    if (it == plans_.end()) {
-      Plan p;
-      absl::Status made = Make(key, &p);
-      if (!made.ok()) return made;
-      it = plans_.emplace(key, p).first;
-    }
-    const Plan& p = it->second;
-    RM_LT(cublasLtMatmul(handle_, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c,
-                         d, p.c, &p.algo, workspace_, kWorkspace, s));
-    return absl::OkStatus();
-  }
-
- private:
-  struct Plan {
-    cublasLtMatmulDesc_t desc = nullptr;
-    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-    cublasLtMatmulAlgo_t algo{};
-  };
-  static constexpr size_t kWorkspace = 64ull << 20;
-
-  static absl::Status Layout(cublasLtMatrixLayout_t* l, int64_t rows,
-                             int64_t cols, int64_t ld, int batch,
-                             int64_t stride) {
-    RM_LT(cublasLtMatrixLayoutCreate(l, CUDA_R_16BF, rows, cols, ld));
-    if (batch > 1) {
-      RM_LT(cublasLtMatrixLayoutSetAttribute(
-          *l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)));
-      RM_LT(cublasLtMatrixLayoutSetAttribute(
-          *l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-          sizeof(stride)));
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status Make(const std::array<int64_t, 12>& key, Plan* p) {
-    const bool ta = key[0], tb = key[1];
-    const int64_t m = key[2], n = key[3], k = key[4];
-    const int batch = static_cast<int>(key[11]);
-    RM_LT(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                            opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    RM_LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                         &opa, sizeof(opa)));
-    RM_LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                         &opb, sizeof(opb)));
-    absl::Status s =
-        Layout(&p->a, ta ? k : m, ta ? m : k, key[5], batch, key[8]);
-    if (s.ok())
-      s = Layout(&p->b, tb ? n : k, tb ? k : n, key[6], batch, key[9]);
-    if (s.ok()) s = Layout(&p->c, m, n, key[7], batch, key[10]);
-    if (!s.ok()) return s;
-    cublasLtMatmulPreference_t pref = nullptr;
-    RM_LT(cublasLtMatmulPreferenceCreate(&pref));
-    size_t ws = kWorkspace;
-    cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-        handle_, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    RM_LT(st);
-    if (found == 0) {
-      return absl::InternalError(absl::StrFormat(
-          "cuBLASLt has no algorithm for a %dx%dx%d product (batch %d)", m, n,
-          k, batch));
-    }
-    p->algo = result.algo;
-    return absl::OkStatus();
-  }
-
-  cublasLtHandle_t handle_ = nullptr;
-  void* workspace_ = nullptr;
-  std::map<std::array<int64_t, 12>, Plan> plans_;
-};
 
 // Where a step's time goes, for tuning (RINGMASTER_PHASE_TIMES set in the
 // worker's environment): events around the matrix products outside
@@ -198,11 +93,6 @@ class PhaseTimes {
   std::vector<cudaEvent_t> pool_;
   size_t used_ = 0, open_ = 0;
   std::vector<Span> spans_;
-};
-
-// Offsets (elements) of one layer's parameters in the flat buffers.
-struct LayerOffsets {
-  int64_t g1, wqkv, wo, g2, wgu, wd, size;
 };
 
 // What forward keeps per layer for backward.
@@ -285,7 +175,7 @@ class CudaTransformer : public TransformerTrainer {
   v1::TransformerSpec spec_;
   int64_t n_ = 0, h_ = 0, qw_ = 0, kw_ = 0, w3_ = 0, f_ = 0, hd_ = 0;
   int64_t params_ = 0, step_ = 0;
-  LayerOffsets off_{};
+  CudaLayerOffsets off_{};
   std::vector<void*> allocations_;
   int64_t allocated_ = 0;
   void* w_ = nullptr;  // bfloat16 weights, flat
@@ -425,19 +315,7 @@ absl::Status CudaTransformer::Prepare(const v1::Case& c) {
             shape_.kv_heads,
             hd_,
             static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)))};
-  int64_t at = 0;
-  auto take = [&](int64_t count) {
-    const int64_t where = at;
-    at += count;
-    return where;
-  };
-  off_.g1 = take(h_);
-  off_.wqkv = take(h_ * w3_);
-  off_.wo = take(qw_ * h_);
-  off_.g2 = take(h_);
-  off_.wgu = take(h_ * 2 * f_);
-  off_.wd = take(f_ * h_);
-  off_.size = at;
+  off_ = CudaLayerLayout(shape_);
   params_ = off_.size * spec_.layers() + h_;
   RM_RETURN_IF_ERROR(Allocate());
   RM_RETURN_IF_ERROR(InitWeights());
@@ -553,17 +431,9 @@ absl::Status CudaTransformer::Allocate() {
     RM_RETURN_IF_ERROR(Alloc(&dvrep_, n_ * qw_, 2));
   }
   RM_RETURN_IF_ERROR(Alloc(&loss_, 1));
-  // Rotary tables as the reference computes them (double, then fp32).
   const int64_t half = hd_ / 2, seq = spec_.seq();
-  std::vector<float> cos_h(seq * half), sin_h(seq * half);
-  for (int64_t t = 0; t < seq; ++t)
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle =
-          static_cast<double>(t) *
-          std::pow(shape_.rope_theta, -2.0 * static_cast<double>(i) / hd_);
-      cos_h[t * half + i] = static_cast<float>(std::cos(angle));
-      sin_h[t * half + i] = static_cast<float>(std::sin(angle));
-    }
+  std::vector<float> cos_h, sin_h;
+  RotaryTables(shape_, seq, &cos_h, &sin_h);
   RM_RETURN_IF_ERROR(Alloc(&cos_, seq * half));
   RM_RETURN_IF_ERROR(Alloc(&sin_, seq * half));
   RM_CU(cudaMemcpyAsync(cos_, cos_h.data(), cos_h.size() * sizeof(float),
@@ -576,40 +446,8 @@ absl::Status CudaTransformer::Allocate() {
 // As the reference's: Wq, Wk, Wv side by side in Wqkv, gate and up in
 // Wgu; gains 1.
 absl::Status CudaTransformer::InitWeights() {
-  for (int l = 0; l < spec_.layers(); ++l) {
-    const int64_t base = l * off_.size;
-    auto block = [&](int64_t at, int64_t ld, int64_t rows, int64_t cols,
-                     int64_t col0, TransformerMatrix m) -> absl::Status {
-      const uint64_t key =
-          16 * static_cast<uint64_t>(l + 1) + static_cast<uint64_t>(m);
-      const int64_t fan_in = m == TransformerMatrix::kO      ? qw_
-                             : m == TransformerMatrix::kDown ? f_
-                                                             : h_;
-      const double scale = 1.0 / std::sqrt(static_cast<double>(fan_in));
-      RM_CU(tk::InitMatrix(At(w_, base + at + col0), Master(base + at + col0),
-                           ld, rows, cols, 0, 0, cols, key, scale, s_));
-      return absl::OkStatus();
-    };
-    RM_CU(
-        tk::Fill(At(w_, base + off_.g1), Master(base + off_.g1), h_, 1.0f, s_));
-    RM_CU(
-        tk::Fill(At(w_, base + off_.g2), Master(base + off_.g2), h_, 1.0f, s_));
-    RM_RETURN_IF_ERROR(
-        block(off_.wqkv, w3_, h_, qw_, 0, TransformerMatrix::kQ));
-    RM_RETURN_IF_ERROR(
-        block(off_.wqkv, w3_, h_, kw_, qw_, TransformerMatrix::kK));
-    RM_RETURN_IF_ERROR(
-        block(off_.wqkv, w3_, h_, kw_, qw_ + kw_, TransformerMatrix::kV));
-    RM_RETURN_IF_ERROR(block(off_.wo, h_, qw_, h_, 0, TransformerMatrix::kO));
-    RM_RETURN_IF_ERROR(
-        block(off_.wgu, 2 * f_, h_, f_, 0, TransformerMatrix::kGate));
-    RM_RETURN_IF_ERROR(
-        block(off_.wgu, 2 * f_, h_, f_, f_, TransformerMatrix::kUp));
-    RM_RETURN_IF_ERROR(block(off_.wd, h_, f_, h_, 0, TransformerMatrix::kDown));
-  }
-  const int64_t fin = spec_.layers() * off_.size;
-  RM_CU(tk::Fill(At(w_, fin), Master(fin), h_, 1.0f, s_));
-  return absl::OkStatus();
+  return InitCudaTransformerWeights(shape_, spec_.layers(), off_, w_, master_,
+                                    s_);
 }
 
 // Causal grouped-query attention of every micro-batch sequence, query

@@ -147,6 +147,18 @@ v1::Result RunServe(const v1::Case& c, InferenceEngine& engine,
   fig->set_prefill_tflops_per_rank(
       ttft_s > 0 ? prefill_flops / ttft_s / n / 1e12 : 0);
   fig->set_memory_bytes(static_cast<int64_t>(held));
+  const int64_t elem = c.dtype() == v1::BFLOAT16 ? 2 : 4;
+  const TransformerShape shape = ShapeOf(t);
+  const int64_t tp = std::max(1, t.parallel().tp());
+  const double mean_len =
+      static_cast<double>(s.prompt()) + (s.generate() + 1) / 2.0;
+  const double read =
+      static_cast<double>(
+          (LayerParams(shape) * shape.layers / tp + t.hidden()) * elem) +
+      2.0 * shape.layers * static_cast<double>(batch) * mean_len *
+          static_cast<double>(shape.kv_heads / tp * shape.head_dim * elem);
+  fig->set_decode_read_bytes(static_cast<int64_t>(read));
+  fig->set_decode_read_gbps(mean > 0 ? read / mean / 1e9 : 0);
   fig->set_slo_met(s.slo_tpot_p99_s() <= 0 || p99 <= s.slo_tpot_p99_s());
   *result.mutable_stats() = ToProto(summary, 1, 1, true);
   StoreSamples(tpot, result.mutable_stats());

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs on the 1xH200 machine with .bundle/ carried: Ringmaster's GPU
+# inference plan (bench/inference/plan.yaml: the HBM copy bandwidth, a
+# small checked shape, the llama3-8b slice's batch sweep), PyTorch's
+# static-cache server on the same shape (peer.py: prefill through SDPA,
+# decode under torch.compile mode="reduce-overhead"), then summary.json.
+# Writes $OUT/bench.tgz, console.txt and summary.json.
+#   bash bench/inference/device.sh
+set -uo pipefail
+# shellcheck source=bench/train/env.sh
+. bench/train/env.sh
+train_env inference
+"$R" run bench/inference/plan.yaml --np 1 --timeout 500 --out "$w"/rm \
+  > "$w"/ringmaster.txt 2> "$w"/ringmaster.err
+echo "ringmaster: exit $?" | tee -a "$w"/console.txt
+cat "$w"/rm/*/results.jsonl > "$w"/ringmaster.jsonl 2>/dev/null
+{
+  grep -E "^ (tp|[0-9])|FAILED|SKIPPED|skipped|objective|^#" "$w"/ringmaster.txt | head -40
+  tail -3 "$w"/ringmaster.err
+} >> "$w"/console.txt
+PYTHONUNBUFFERED=1 timeout 300 python3 bench/inference/peer.py --layers 4 \
+  --prompt 1024 --generate 256 --batch 1 8 --repeats 2 --out "$w"/torch.json \
+  > "$w"/torch.txt 2>&1
+echo "torch: exit $?" | tee -a "$w"/console.txt
+grep -E "batch|Error|error" "$w"/torch.txt | tail -8 >> "$w"/console.txt
+python3 bench/inference/summarize.py --ringmaster "$w"/ringmaster.jsonl \
+  --torch "$w"/torch.json --out "$w"/summary.json | tee -a "$w"/console.txt
+rm -rf "$w"/rm
+tar -C "$w" -czf "$out/bench.tgz" .
+cp "$w"/console.txt "$w"/summary.json "$out/" 2>/dev/null

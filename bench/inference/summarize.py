@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""The inference figures of one device call: Ringmaster's llama3-8b slice
+(time per output token and time to first token per batch) against
+PyTorch's static-cache server (peer.py), decode's read bandwidth as a
+share of the same call's HBM copy bandwidth (counted as bytes read +
+written: 2 x local_copy's bytes copied per second, the faster method),
+prefill's MFU, the best batch under the plan's objective, and the small
+case's check against float64."""
+import argparse
+import json
+
+PEAK = 989.4e12  # H200 SXM datasheet, dense bfloat16 (sparsity figure halved)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--ringmaster", required=True)
+    p.add_argument("--torch", required=True)
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+    rows = [json.loads(line) for line in open(a.ringmaster)]
+    torch = json.load(open(a.torch))["batches"]
+    s = {}
+    copy = [r["bandwidth_gbps"] for r in rows
+            if r["case"].get("bench") == "BENCH_LOCAL_COPY" and r["status"] == "OK"]
+    if copy:
+        s["hbm_copy_rw_gbps"] = 2 * max(copy)
+    best = None
+    for r in rows:
+        c = r["case"]
+        if c.get("bench") != "BENCH_INFERENCE" or r["status"] != "OK":
+            continue
+        f = r["serve"]
+        batch = int(c["transformer"].get("micro_batch", 1))
+        if c["spec_name"] == "small-check":
+            s["small_check_b%d_rel_error_vs_float64" % batch] = f["check_rel_error"]
+            continue
+        key = "inference_llama3_8b_b%d" % batch
+        s[key + "_tpot_p50_ms"] = f["tpot_p50_s"] * 1e3
+        s[key + "_tpot_p99_ms"] = f["tpot_p99_s"] * 1e3
+        s[key + "_ttft_ms"] = f["ttft_s"] * 1e3
+        s[key + "_tokens_per_s"] = f["tokens_per_s_per_rank"]
+        s[key + "_decode_read_gbps"] = f["decode_read_gbps"]
+        if "hbm_copy_rw_gbps" in s:
+            s[key + "_hbm_share"] = f["decode_read_gbps"] / s["hbm_copy_rw_gbps"]
+        s[key + "_prefill_mfu"] = f["prefill_tflops_per_rank"] * 1e12 / PEAK
+        t = torch.get(str(batch))
+        if t:
+            s[key + "_torch_tpot_p50_ms"] = t["tpot_p50_s"] * 1e3
+            s[key + "_torch_ttft_ms"] = t["ttft_s"] * 1e3
+            s[key + "_decode_ratio_vs_torch"] = f["tpot_p50_s"] / t["tpot_p50_s"]
+            s[key + "_prefill_ratio_vs_torch"] = f["ttft_s"] / t["ttft_s"]
+        if f.get("slo_met") and (best is None or f["tokens_per_s_per_rank"] > best[1]):
+            best = (batch, f["tokens_per_s_per_rank"])
+    if "inference_llama3_8b_b1_decode_ratio_vs_torch" in s:
+        s["inference_llama3_8b_decode_b1_ratio_vs_torch"] = s["inference_llama3_8b_b1_decode_ratio_vs_torch"]
+        s["inference_llama3_8b_prefill_ratio_vs_torch"] = s["inference_llama3_8b_b1_prefill_ratio_vs_torch"]
+    if "inference_llama3_8b_b1_hbm_share" in s:
+        s["inference_llama3_8b_decode_b1_hbm_share"] = s["inference_llama3_8b_b1_hbm_share"]
+    if best:
+        s["inference_llama3_8b_best_batch_tpot_p99_30ms"] = best[0]
+    json.dump(s, open(a.out, "w"), indent=1, sort_keys=True)
+    for k in sorted(s):
+        print("%-58s %.6g" % (k, s[k]))
+
+
+if __name__ == "__main__":
+    main()
