@@ -520,11 +520,7 @@ void Serving(const std::vector<v1::Result>& results,
                       Num(s.ttft_s() * 1e3), Num(s.tpot_p50_s() * 1e3),
                       Num(s.tpot_p99_s() * 1e3), Num(s.tokens_per_s_per_rank()),
                       slo <= 0 ? "-" : (s.slo_met() ? "met" : "missed")});
-      if (slo > 0 && s.slo_met() &&
-          (best == nullptr ||
-           s.tokens_per_s_per_rank() > best->serve().tokens_per_s_per_rank())) {
-        best = r;
-      }
+      if (slo > 0 && BeatsWithinObjective(*r, best)) best = r;
     }
     Figure f = FigureOf(plot);
     f.caption =

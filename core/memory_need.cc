@@ -86,7 +86,9 @@ int64_t CaseMemoryBytes(const v1::Case& c, int nranks) {
                  ? TransformerStepBytes(c.transformer(), 2, false)
                  : TransformerStepBytes(c.transformer(), 4, true);
     case v1::BENCH_INFERENCE:
-      return ServeBytes(c.transformer(), c.dtype() == v1::BFLOAT16 ? 2 : 4);
+      return static_cast<int64_t>(
+          ServeBytes(c.transformer(), c.dtype() == v1::BFLOAT16 ? 2 : 4,
+                     static_cast<double>(c.transformer().seq())));
     default:
       return 0;
   }

@@ -51,6 +51,10 @@ class Reporter {
 // table row.
 std::string NotOkCell(const v1::Result& r);
 
+// For an inference group's best row: whether `r` met its objective and
+// serves more tokens/s per rank than `best` (none yet: null).
+bool BeatsWithinObjective(const v1::Result& r, const v1::Result* best);
+
 class ConsoleReporter : public Reporter {
  public:
   explicit ConsoleReporter(std::ostream& out) : out_(out) {}

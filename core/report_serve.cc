@@ -8,6 +8,12 @@
 
 namespace ringmaster {
 
+bool BeatsWithinObjective(const v1::Result& r, const v1::Result* best) {
+  return r.serve().slo_met() &&
+         (best == nullptr || r.serve().tokens_per_s_per_rank() >
+                                 best->serve().tokens_per_s_per_rank());
+}
+
 void ConsoleReporter::ServeHeader() {
   out_ << absl::StrFormat(
       "#%-8s %5s %6s %10s %9s %9s %10s %10s %6s %9s %9s %5s %9s\n", "layout",
@@ -33,9 +39,8 @@ void ConsoleReporter::ServeRow(const v1::Result& r) {
   if (c.serve().slo_tpot_p99_s() > 0) {
     serve_best_.objective = true;
     serve_best_.slo_s = c.serve().slo_tpot_p99_s();
-    if (s.slo_met() && (!serve_best_.found ||
-                        s.tokens_per_s_per_rank() >
-                            serve_best_.best.serve().tokens_per_s_per_rank())) {
+    if (BeatsWithinObjective(r,
+                             serve_best_.found ? &serve_best_.best : nullptr)) {
       serve_best_.best = r;
       serve_best_.found = true;
     }

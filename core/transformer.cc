@@ -227,13 +227,15 @@ void RotaryTables(const TransformerShape& s, int64_t positions,
     }
 }
 
-int64_t ServeBytes(const v1::TransformerSpec& t, int elem) {
+double ServeBytes(const v1::TransformerSpec& t, int64_t elem,
+                  double cache_tokens) {
   const TransformerShape s = ShapeOf(t);
   const int64_t tp = std::max(1, t.parallel().tp());
   const int64_t weights = LayerParams(s) * s.layers / tp + s.hidden;
-  const int64_t cache = 2 * static_cast<int64_t>(s.layers) * t.micro_batch() *
-                        t.seq() * s.kv_heads / tp * s.head_dim;
-  return (weights + cache) * elem;
+  const double cache = 2.0 * static_cast<double>(s.layers * t.micro_batch()) *
+                       cache_tokens *
+                       static_cast<double>(s.kv_heads / tp * s.head_dim);
+  return (static_cast<double>(weights) + cache) * static_cast<double>(elem);
 }
 
 absl::StatusOr<TransformerShape> TransformerPreset(const std::string& name) {

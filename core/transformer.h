@@ -125,10 +125,13 @@ std::string LayoutName(const v1::Case& c);
 int64_t TransformerStepBytes(const v1::TransformerSpec& t, int elem,
                              bool saves_scores);
 
-// Bytes one rank of an inference case holds: its share of the weights
-// (tensor-parallel over t.parallel().tp()) and of the key/value cache for
-// micro_batch sequences of seq tokens, `elem` bytes each.
-int64_t ServeBytes(const v1::TransformerSpec& t, int elem);
+// Bytes of one rank of an inference case: its share of the weights
+// (tensor-parallel over t.parallel().tp()) and of the key/value cache of
+// micro_batch sequences of `cache_tokens` tokens, `elem` bytes each. With
+// cache_tokens = seq, what the rank holds; at a decode step's length, what
+// the step must read.
+double ServeBytes(const v1::TransformerSpec& t, int64_t elem,
+                  double cache_tokens);
 
 // Rotary embedding's cos and sin for positions 0 .. positions - 1, [pos x
 // head_dim / 2] each, computed in double as the reference's rotation and

@@ -110,6 +110,19 @@ struct Chunk {
   int64_t q0, rows, keys, offset;  // offset (elements) in a sequence's P
 };
 
+// The blocks of a sequence of `seq` tokens; *scores: the elements of the
+// scores of all of them (every head's).
+std::vector<Chunk> ChunksOf(int64_t seq, int64_t heads, int64_t* scores) {
+  std::vector<Chunk> chunks;
+  *scores = 0;
+  for (int64_t q0 = 0; q0 < seq; q0 += kChunk) {
+    const int64_t rows = std::min(kChunk, seq - q0);
+    chunks.push_back({q0, rows, q0 + rows, *scores});
+    *scores += heads * rows * (q0 + rows);
+  }
+  return chunks;
+}
+
 class CudaTransformer : public TransformerTrainer {
  public:
   CudaTransformer(int device, int ranks) : device_(device), ranks_(ranks) {}
@@ -354,10 +367,7 @@ absl::Status CudaTransformer::ChooseAttention(bool fusable) {
         "RINGMASTER_ATTENTION=%s: expected fused or unfused", forced));
   }
   int64_t scores = 0;
-  for (int64_t q0 = 0; q0 < spec_.seq(); q0 += kChunk) {
-    const int64_t rows = std::min(kChunk, spec_.seq() - q0);
-    scores += shape_.heads * rows * (q0 + rows);
-  }
+  ChunksOf(spec_.seq(), shape_.heads, &scores);
   const double bytes = 2.0 * static_cast<double>(spec_.micro_batch()) *
                        static_cast<double>(scores) * (spec_.layers() + 1);
   size_t free = 0, total = 0;
@@ -382,13 +392,9 @@ absl::Status CudaTransformer::Allocate() {
   RM_RETURN_IF_ERROR(Alloc(&m_, params_, state));
   RM_RETURN_IF_ERROR(Alloc(&v_, params_, state));
   RM_RETURN_IF_ERROR(Alloc(&gains32_, (2 * L + 1) * h_));
-  chunks_.clear();
   scores_per_seq_ = 0;
-  for (int64_t q0 = 0; !fused_ && q0 < spec_.seq(); q0 += kChunk) {
-    const int64_t rows = std::min(kChunk, spec_.seq() - q0);
-    chunks_.push_back({q0, rows, q0 + rows, scores_per_seq_});
-    scores_per_seq_ += shape_.heads * rows * (q0 + rows);
-  }
+  chunks_.clear();
+  if (!fused_) chunks_ = ChunksOf(spec_.seq(), shape_.heads, &scores_per_seq_);
   const int64_t scores = spec_.micro_batch() * scores_per_seq_;
   acts_.assign(L, LayerActs{});
   for (LayerActs& a : acts_) {

@@ -4,6 +4,7 @@
 #ifndef RINGMASTER_BACKENDS_HOST_BLAS_H_
 #define RINGMASTER_BACKENDS_HOST_BLAS_H_
 
+#include <cstdint>
 #include <string>
 
 namespace ringmaster {
@@ -32,6 +33,16 @@ const Blas* LoadBlas();
 // slow the busy one's) and returns a description like
 // "libopenblas.so.0, 8 threads".
 std::string ShareCores(const Blas& blas, int ranks_on_host);
+
+// y[n x m] = x[n x k] w[k x m], row-major, through LoadBlas() (which the
+// caller has checked).
+inline void Gemm(const float* x, const float* w, float* y, int64_t n, int64_t k,
+                 int64_t m) {
+  LoadBlas()->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasNoTrans,
+                    static_cast<int>(n), static_cast<int>(m),
+                    static_cast<int>(k), 1.0f, x, static_cast<int>(k), w,
+                    static_cast<int>(m), 0.0f, y, static_cast<int>(m));
+}
 
 }  // namespace ringmaster
 

@@ -90,19 +90,6 @@ absl::Status HostDecoder::Sum(std::vector<float>& part) {
   return s;
 }
 
-namespace {
-
-// y[n x m] = x[n x k] w[k x m].
-void Gemm(const float* x, const float* w, float* y, int64_t n, int64_t k,
-          int64_t m) {
-  LoadBlas()->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasNoTrans,
-                    static_cast<int>(n), static_cast<int>(m),
-                    static_cast<int>(k), 1.0f, x, static_cast<int>(k), w,
-                    static_cast<int>(m), 0.0f, y, static_cast<int>(m));
-}
-
-}  // namespace
-
 absl::Status HostDecoder::Forward(int64_t m, std::vector<float>& x,
                                   std::vector<float>* out) {
   State& S = *st_;

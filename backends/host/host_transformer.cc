@@ -20,15 +20,6 @@ namespace {
 
 namespace ops = transformer_ops;
 
-// y[n x m] = x[n x k] w[k x m].
-void Gemm(const float* x, const float* w, float* y, int64_t n, int64_t k,
-          int64_t m) {
-  LoadBlas()->sgemm(kCblasRowMajor, kCblasNoTrans, kCblasNoTrans,
-                    static_cast<int>(n), static_cast<int>(m),
-                    static_cast<int>(k), 1.0f, x, static_cast<int>(k), w,
-                    static_cast<int>(m), 0.0f, y, static_cast<int>(m));
-}
-
 // dw[k x m] += x[n x k]^T dy[n x m].
 void GemmAddAT(const float* x, const float* dy, float* dw, int64_t n, int64_t k,
                int64_t m) {

@@ -3,7 +3,8 @@
 // columns of Wq, Wk, Wv, Wgate and Wup (its query heads, the key/value
 // heads they read, its SwiGLU columns) and the matching rows of Wo and
 // Wdown, so each layer needs one sum over the group after attention and
-// one after the MLP (Megatron's split).
+// one after the MLP (Megatron's split); and what both check before
+// building (HostModelPath).
 #ifndef RINGMASTER_BACKENDS_HOST_TP_LAYER_H_
 #define RINGMASTER_BACKENDS_HOST_TP_LAYER_H_
 

@@ -54,6 +54,13 @@ double CheckError(const v1::Case& c, const std::vector<float>& prefill,
   return scale > 0 ? err / scale : err;
 }
 
+// The largest value over the ranks (the slowest rank's time).
+absl::StatusOr<double> Slowest(double mine, Control& control) {
+  auto all = control.AllGather(mine);
+  if (!all.ok()) return all.status();
+  return *std::max_element(all->begin(), all->end());
+}
+
 // The numerical check; false (result filled) when it fails.
 bool OutputsMatchReference(const v1::Case& c, InferenceEngine& engine,
                            Control& control, v1::Result* result) {
@@ -71,9 +78,9 @@ bool OutputsMatchReference(const v1::Case& c, InferenceEngine& engine,
     if (!AllRanksOk(d.status(), control, result)) return false;
   }
   const double err = control.rank() == 0 ? CheckError(c, prefill, steps) : 0.0;
-  auto all = control.AllGather(err);
+  auto all = Slowest(err, control);
   if (!AllRanksOk(all.status(), control, result)) return false;
-  const double worst = *std::max_element(all->begin(), all->end());
+  const double worst = *all;
   result->mutable_serve()->set_check_rel_error(worst);
   const double tolerance = c.dtype() == v1::FLOAT32 ? 1e-4 : 3e-2;
   if (worst <= tolerance) return true;
@@ -84,13 +91,6 @@ bool OutputsMatchReference(const v1::Case& c, InferenceEngine& engine,
       "pass by %.3g (max |error| / max |reference|; tolerance %.0e)",
       LayoutName(c), t.micro_batch(), worst, tolerance));
   return false;
-}
-
-// The slowest rank's value.
-absl::StatusOr<double> Slowest(double mine, Control& control) {
-  auto all = control.AllGather(mine);
-  if (!all.ok()) return all.status();
-  return *std::max_element(all->begin(), all->end());
 }
 
 v1::Result RunServe(const v1::Case& c, InferenceEngine& engine,
@@ -147,16 +147,11 @@ v1::Result RunServe(const v1::Case& c, InferenceEngine& engine,
   fig->set_prefill_tflops_per_rank(
       ttft_s > 0 ? prefill_flops / ttft_s / n / 1e12 : 0);
   fig->set_memory_bytes(static_cast<int64_t>(held));
-  const int64_t elem = c.dtype() == v1::BFLOAT16 ? 2 : 4;
-  const TransformerShape shape = ShapeOf(t);
-  const int64_t tp = std::max(1, t.parallel().tp());
-  const double mean_len =
-      static_cast<double>(s.prompt()) + (s.generate() + 1) / 2.0;
+  // A decode step reads the weights and the cache at its length: on
+  // average the decode steps' mean length.
   const double read =
-      static_cast<double>(
-          (LayerParams(shape) * shape.layers / tp + t.hidden()) * elem) +
-      2.0 * shape.layers * static_cast<double>(batch) * mean_len *
-          static_cast<double>(shape.kv_heads / tp * shape.head_dim * elem);
+      ServeBytes(t, DataTypeSize(c.dtype()),
+                 static_cast<double>(s.prompt()) + (s.generate() + 1) / 2.0);
   fig->set_decode_read_bytes(static_cast<int64_t>(read));
   fig->set_decode_read_gbps(mean > 0 ? read / mean / 1e9 : 0);
   fig->set_slo_met(s.slo_tpot_p99_s() <= 0 || p99 <= s.slo_tpot_p99_s());
