@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -66,9 +67,13 @@ class CudaInferenceEngine : public InferenceEngine {
   absl::Status PrefillChunk(int64_t b0, int64_t nb, int64_t prompt,
                             std::vector<float>* out);
   absl::Status DecodeStep();  // captured in graph_
+  absl::Status ChooseDecodePath();
+  // One layer of a decode step of at most kDecodeGemvMaxRows sequences
+  // through the decode products (norms and SwiGLU folded into them).
+  absl::Status DecodeLayer(int l, const void* x, void* x2);
 
   int device_;
-  std::string describe_;
+  std::string describe_, gpu_name_;
   cudaStream_t s_ = nullptr;
   cudaEvent_t start_ = nullptr, end_ = nullptr;
   LtGemms gemm_;
@@ -85,6 +90,9 @@ class CudaInferenceEngine : public InferenceEngine {
        *attn_ = nullptr, *mid_ = nullptr, *gu_ = nullptr, *hid_ = nullptr,
        *y_ = nullptr;
   float *rinv_ = nullptr, *lse_ = nullptr, *cos_ = nullptr, *sin_ = nullptr;
+  tk::DecodeScratch scratch_;
+  bool gemv_ = false;   // decode products by tk::DecodeGemv
+  bool pdl_ = true;     // decode kernels as programmatic dependents
   int* pos_ = nullptr;  // the next position (device memory)
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
@@ -139,10 +147,10 @@ absl::Status CudaInferenceEngine::Prepare(const v1::Case& c) {
     RM_RETURN_IF_ERROR(gemm_.Init());
     cudaDeviceProp prop{};
     RM_CU(cudaGetDeviceProperties(&prop, device_));
-    describe_ = absl::StrFormat("GPU %d %s (cuBLASLt, bf16, CUDA graph)",
-                                device_, prop.name);
+    gpu_name_ = prop.name;
     ready_ = true;
   }
+  RM_RETURN_IF_ERROR(ChooseDecodePath());
   Free();
   off_ = CudaLayerLayout(shape_);
   const int L = shape_.layers;
@@ -166,6 +174,19 @@ absl::Status CudaInferenceEngine::Prepare(const v1::Case& c) {
   RM_RETURN_IF_ERROR(Alloc(&rinv_, n, 4, false));
   RM_RETURN_IF_ERROR(Alloc(&lse_, n * shape_.heads, 4, false));
   RM_RETURN_IF_ERROR(Alloc(&pos_, 1, 4, false));
+  int64_t partial = tk::DecodeAttentionScratch(batch_, shape_.heads, hd_, cap_);
+  if (gemv_) {
+    for (auto [k, m] : {std::pair{h_, w3_}, std::pair{qw_, h_},
+                        std::pair{h_, 2 * f_}, std::pair{f_, h_}}) {
+      partial = std::max(partial, tk::DecodeGemvScratch(batch_, k, m));
+    }
+  }
+  RM_RETURN_IF_ERROR(Alloc(&scratch_.partial, partial, 4, false));
+  scratch_.partial_floats = partial;
+  RM_RETURN_IF_ERROR(
+      Alloc(&scratch_.counters, tk::kDecodeCounters, sizeof(unsigned), false));
+  RM_CU(cudaMemsetAsync(scratch_.counters, 0,
+                        tk::kDecodeCounters * sizeof(unsigned), s_));
   const int64_t half = hd_ / 2;
   std::vector<float> cos_h, sin_h;
   RotaryTables(shape_, cap_, &cos_h, &sin_h);
@@ -270,25 +291,78 @@ absl::Status CudaInferenceEngine::PrefillChunk(int64_t b0, int64_t nb,
   return absl::OkStatus();
 }
 
+// Decode products: tk::DecodeGemv at batch 1, where it reads each weight
+// once at close to the memory's bandwidth and a general product of one
+// row does not; cuBLASLt beyond (on an H200 it measured faster from batch
+// 2 on: the kernel's fp32 FMAs and registers grow with the rows).
+// RINGMASTER_DECODE_GEMV=1 takes the kernel up to its row limit, 0 never;
+// RINGMASTER_DECODE_PDL=0 launches the decode kernels without programmatic
+// dependence (to compare them).
+constexpr int64_t kGemvBatches = 1;
+
+absl::Status CudaInferenceEngine::ChooseDecodePath() {
+  const char* gemv = std::getenv("RINGMASTER_DECODE_GEMV");
+  const char* pdl = std::getenv("RINGMASTER_DECODE_PDL");
+  for (const char* v : {gemv, pdl}) {
+    if (v != nullptr && std::string(v) != "0" && std::string(v) != "1") {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "RINGMASTER_DECODE_GEMV / RINGMASTER_DECODE_PDL: expected 0 or 1, "
+          "not %s",
+          v));
+    }
+  }
+  const std::string forced = gemv != nullptr ? gemv : "";
+  gemv_ = forced == "1"   ? batch_ <= tk::kDecodeGemvMaxRows
+          : forced == "0" ? false
+                          : batch_ <= kGemvBatches;
+  pdl_ = pdl == nullptr || std::string(pdl) == "1";
+  describe_ = absl::StrFormat(
+      "GPU %d %s (bf16, decode steps as a CUDA graph, decode products by %s%s)",
+      device_, gpu_name_, gemv_ ? "matrix-vector kernels" : "cuBLASLt",
+      gemv_ && pdl_ ? ", dependent launches" : "");
+  return absl::OkStatus();
+}
+
+absl::Status CudaInferenceEngine::DecodeLayer(int l, const void* x, void* x2) {
+  void* w = At(w_, l * off_.size);
+  const float eps = static_cast<float>(shape_.norm_eps);
+  const float scale =
+      static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)));
+  using tk::DecodeInput;
+  RM_CU(tk::DecodeGemv(DecodeInput::kRmsNorm, x, At(w, off_.g1), eps,
+                       At(w, off_.wqkv), nullptr, qkv_, batch_, h_, w3_,
+                       scratch_, pdl_, s_));
+  RM_CU(tk::DecodeAttention(qkv_, w3_, kcache_[l], vcache_[l], attn_, qw_,
+                            batch_, shape_.heads, shape_.kv_heads, hd_, cap_,
+                            cos_, sin_, pos_, scale, scratch_, pdl_, s_));
+  RM_CU(tk::DecodeGemv(DecodeInput::kPlain, attn_, nullptr, eps, At(w, off_.wo),
+                       x, mid_, batch_, qw_, h_, scratch_, pdl_, s_));
+  RM_CU(tk::DecodeGemv(DecodeInput::kRmsNorm, mid_, At(w, off_.g2), eps,
+                       At(w, off_.wgu), nullptr, gu_, batch_, h_, 2 * f_,
+                       scratch_, pdl_, s_));
+  RM_CU(tk::DecodeGemv(DecodeInput::kSwiglu, gu_, nullptr, eps, At(w, off_.wd),
+                       mid_, x2, batch_, f_, h_, scratch_, pdl_, s_));
+  return absl::OkStatus();
+}
+
 absl::Status CudaInferenceEngine::DecodeStep() {
   const float scale =
       static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)));
   RM_CU(tk::SequenceInputs(x_, batch_, 1, h_, cap_, 0, pos_, s_));
   void *in = x_, *other = x2_;
   for (int l = 0; l < shape_.layers; ++l) {
-    auto attention = [&]() -> absl::Status {
-      RM_CU(tk::RopeAtPosition(qkv_, w3_, batch_, shape_.heads, hd_, cos_, sin_,
-                               pos_, s_));
-      RM_CU(tk::RopeAtPosition(At(qkv_, qw_), w3_, batch_, shape_.kv_heads, hd_,
-                               cos_, sin_, pos_, s_));
-      RM_CU(tk::AppendKv(At(qkv_, qw_), At(qkv_, qw_ + kw_), w3_, kcache_[l],
-                         vcache_[l], batch_, cap_, kw_, pos_, s_));
-      RM_CU(tk::DecodeAttention(qkv_, w3_, kcache_[l], vcache_[l], attn_, qw_,
-                                batch_, shape_.heads, shape_.kv_heads, hd_,
-                                cap_, pos_, scale, s_));
-      return absl::OkStatus();
-    };
-    RM_RETURN_IF_ERROR(Layer(l, batch_, in, other, attention));
+    if (gemv_) {
+      RM_RETURN_IF_ERROR(DecodeLayer(l, in, other));
+    } else {
+      auto attention = [&]() -> absl::Status {
+        RM_CU(tk::DecodeAttention(qkv_, w3_, kcache_[l], vcache_[l], attn_, qw_,
+                                  batch_, shape_.heads, shape_.kv_heads, hd_,
+                                  cap_, cos_, sin_, pos_, scale, scratch_,
+                                  false, s_));
+        return absl::OkStatus();
+      };
+      RM_RETURN_IF_ERROR(Layer(l, batch_, in, other, attention));
+    }
     std::swap(in, other);
   }
   RM_CU(tk::RmsNormForward(in, At(w_, shape_.layers * off_.size), y_, rinv_,

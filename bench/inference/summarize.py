@@ -16,6 +16,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ringmaster", required=True)
     p.add_argument("--torch", required=True)
+    p.add_argument("--variant", action="append", default=[],
+                   metavar="NAME=JSONL",
+                   help="the same decode under another setting: its TPOT "
+                        "p50 per batch as key suffix _NAME")
     p.add_argument("--out", required=True)
     a = p.parse_args()
     rows = [json.loads(line) for line in open(a.ringmaster)]
@@ -59,6 +63,19 @@ def main():
         s["inference_llama3_8b_decode_b1_hbm_share"] = s["inference_llama3_8b_b1_hbm_share"]
     if best:
         s["inference_llama3_8b_best_batch_tpot_p99_30ms"] = best[0]
+    for v in a.variant:
+        name, path = v.split("=", 1)
+        try:
+            lines = open(path).read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            r = json.loads(line)
+            if r["status"] != "OK" or r["case"].get("bench") != "BENCH_INFERENCE":
+                continue
+            batch = int(r["case"]["transformer"].get("micro_batch", 1))
+            s["inference_llama3_8b_b%d_tpot_p50_ms_%s" % (batch, name)] = \
+                r["serve"]["tpot_p50_s"] * 1e3
     json.dump(s, open(a.out, "w"), indent=1, sort_keys=True)
     for k in sorted(s):
         print("%-58s %.6g" % (k, s[k]))
