@@ -45,10 +45,16 @@ CLI::Validator Seconds() {
 void AddRun(CLI::App& app, CliOptions* o, CliCommands* c) {
   c->run = app.add_subcommand(
       "run",
-      "Run a plan: embedded coordinator + mpirun launch. Without PLAN runs "
-      "plans/quickstart.yaml on all visible GPUs, or on 2 host ranks without "
-      "GPUs.");
-  c->run->add_option("plan", o->run.plan_path, "Plan file (YAML)");
+      "Run a plan: embedded coordinator + mpirun launch. Without PLAN: on "
+      "exactly one GPU the server card (plans/server-card.yaml: what this "
+      "GPU server delivers beside its datasheet); otherwise "
+      "plans/quickstart.yaml on all visible GPUs, or on 2 host ranks "
+      "without GPUs.");
+  c->run->add_option("plan", o->run.plan_path,
+                     "Plan file (YAML), or a shipped plan's name "
+                     "(quickstart, server-card, dp-scaling, ...)");
+  c->run->add_option("--plan", o->run.plan_path,
+                     "The same as PLAN (a path or a shipped plan's name)");
   c->run
       ->add_option("--np", o->run.np,
                    "Number of ranks (default: plan's, else #GPUs, else 2); "

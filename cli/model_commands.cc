@@ -717,7 +717,10 @@ int PredictCommand(const PredictOptions& o) {
     auto plan = LoadPlanFile(o.plan);
     if (!plan.ok()) return Fail(std::string(plan.status().message()));
     const int nranks = nodes * RanksPerNode(t.node());
-    auto cases = ExpandPlan(*plan, 100000, nranks);
+    // A plan's GPU sizes where the topology is one of GPUs.
+    auto cases = ExpandPlan(
+        PlanForBackend(*plan, IsHostNode(t.node()) ? "host" : "cuda"), 100000,
+        nranks);
     if (!cases.ok()) return Fail(std::string(cases.status().message()));
     Points points;
     if (int code = PredictionPoints(o, *cases, &points); code != kExitOk)

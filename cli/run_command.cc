@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -39,6 +40,7 @@
 #include "core/nccl_tuning.h"
 #include "core/plan.h"
 #include "core/report.h"
+#include "core/report_card.h"
 #include "core/sweep.h"
 #include "core/topology.h"
 #include "core/units.h"
@@ -64,6 +66,10 @@ struct Probe {
 // Asks the worker binary what this machine has (the CLI itself links no
 // CUDA).
 absl::StatusOr<Probe> ProbeMachine(const std::string& worker) {
+  // Asked once per run (choosing the default plan, then the launch).
+  static std::map<std::string, Probe>* const seen =
+      new std::map<std::string, Probe>();
+  if (auto it = seen->find(worker); it != seen->end()) return it->second;
   auto probe = RunAndCapture({worker, "probe"}, nullptr, absl::Seconds(60));
   if (!probe.ok()) return probe.status();
   if (probe->exit_code != 0) {
@@ -76,6 +82,7 @@ absl::StatusOr<Probe> ProbeMachine(const std::string& worker) {
     Probe p;
     p.gpus = j.value("gpus", 0);
     p.cuda_backend = j.value("cuda_backend", false);
+    (*seen)[worker] = p;
     return p;
   } catch (const std::exception& e) {
     return absl::InternalError(std::string("unreadable probe output: ") +
@@ -613,7 +620,7 @@ void Error(const std::string& message) {
 
 std::string DefaultWorkerPath() { return SelfDir() + "/ringmaster-worker"; }
 
-std::string FindDefaultPlan() {
+std::string FindShippedPlan(const std::string& name) {
   std::vector<fs::path> candidates;
   if (const char* dir = std::getenv("RINGMASTER_PLANS_DIR"))
     candidates.emplace_back(dir);
@@ -623,11 +630,16 @@ std::string FindDefaultPlan() {
   candidates.push_back(self / ".." / "share" / "ringmaster" /
                        "plans");  // installed
   for (const auto& dir : candidates) {
-    fs::path p = dir / "quickstart.yaml";
+    fs::path p = dir / (name + ".yaml");
     std::error_code ec;
     if (fs::is_regular_file(p, ec)) return fs::weakly_canonical(p, ec).string();
   }
-  return "plans/quickstart.yaml";
+  return "";
+}
+
+std::string FindDefaultPlan() {
+  const std::string found = FindShippedPlan("quickstart");
+  return found.empty() ? "plans/quickstart.yaml" : found;
 }
 
 namespace {
@@ -970,6 +982,48 @@ void SayHowToCompare(const RunOptions& options, const v1::Plan& plan,
       options.rounds, out, jobs, out);
 }
 
+// The plan to run: the one named (a path, or the name of a shipped plan
+// such as `quickstart`), else by what the machine has: with exactly one
+// GPU (and no --np above 1) the server card, otherwise the all-reduce
+// quickstart. Says which and why on stderr.
+std::string ChoosePlan(const RunOptions& options, const std::string& worker) {
+  if (!options.plan_path.empty()) {
+    std::error_code ec;
+    const std::string& p = options.plan_path;
+    if (!fs::exists(p, ec) && p.find('/') == std::string::npos &&
+        !absl::EndsWith(p, ".yaml") && !absl::EndsWith(p, ".yml")) {
+      const std::string shipped = FindShippedPlan(p);
+      if (!shipped.empty()) return shipped;
+    }
+    return p;
+  }
+  int gpus = 0;
+  if (options.backend != "host") {
+    if (auto probe = ProbeMachine(worker); probe.ok()) gpus = probe->gpus;
+  }
+  if (gpus == 1 && options.np <= 1) {
+    const std::string card = FindShippedPlan("server-card");
+    if (!card.empty()) {
+      std::cerr
+          << "ringmaster: plan server-card: one GPU here, so the "
+             "default is a card of what this server delivers (`ringmaster "
+             "run quickstart` runs the all-reduce sweep)\n";
+      return card;
+    }
+  }
+  std::cerr << absl::StrFormat(
+      "ringmaster: plan quickstart: %s, so the default is the all-reduce "
+      "sweep%s\n",
+      gpus > 1 ? absl::StrFormat("%d GPUs here", gpus)
+               : (gpus == 1 ? "more ranks than GPUs asked for"
+                            : "no GPU here (host ranks)"),
+      gpus == 1 || gpus == 0
+          ? ""
+          : " (`ringmaster run server-card` runs the one-GPU "
+            "server card on GPU 0)");
+  return FindDefaultPlan();
+}
+
 }  // namespace
 
 int RunCommand(const RunOptions& options,
@@ -977,12 +1031,11 @@ int RunCommand(const RunOptions& options,
   // Before any child or thread: a signal from here on cancels.
   WatchSignals();
   // 1. Validate everything before writing anything.
-  const std::string plan_path =
-      options.plan_path.empty() ? FindDefaultPlan() : options.plan_path;
-  v1::Plan plan;
-  std::vector<v1::Case> cases;
   const std::string worker =
       options.worker.empty() ? DefaultWorkerPath() : options.worker;
+  const std::string plan_path = ChoosePlan(options, worker);
+  v1::Plan plan;
+  std::vector<v1::Case> cases;
   if (!LoadAndExpand(plan_path, worker, &plan, &cases)) return kExitUsage;
   Launch launch;
   if (int code = PrepareLaunch(options, plan, &launch); code != kExitOk)
@@ -1064,6 +1117,12 @@ int RunCommand(const RunOptions& options,
   }
   (*server)->Shutdown();
   std::cout << RenderSummaries(all, several_variants);
+  if (plan.card() == "server") {
+    const std::string card = RenderServerCard(all);
+    std::cout << (card.empty() ? "\n# server card: nothing was measured on a "
+                                 "GPU (no GPU in this launch)\n"
+                               : "\n" + card);
+  }
   if (!same_variants.empty()) std::cout << "# note: " << same_variants << "\n";
   if (rounds > 1) SayHowToCompare(options, plan, jobs.size());
   if (const int sig = g_stop_signal.load(); sig != 0) {

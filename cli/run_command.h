@@ -59,8 +59,12 @@ void Error(const std::string& message);
 // ringmaster-worker next to this binary.
 std::string DefaultWorkerPath();
 
-// Where the default plan is found: $RINGMASTER_PLANS_DIR, ./plans, and the
-// plans folder next to the installed or built binary.
+// The shipped plan `name` (e.g. "quickstart", "server-card"): its path in
+// $RINGMASTER_PLANS_DIR, ./plans, or the plans folder next to the installed
+// or built binary; "" when none has it.
+std::string FindShippedPlan(const std::string& name);
+
+// The quickstart plan's path (FindShippedPlan, else plans/quickstart.yaml).
 std::string FindDefaultPlan();
 
 }  // namespace ringmaster

@@ -20,21 +20,22 @@ absl::StatusOr<v1::Job> JobFromPlan(const v1::Plan& plan,
           ? request.ranks
           : (plan.ranks() > 0 ? plan.ranks()
                               : std::max(1, request.fallback_ranks));
-  auto cases = ExpandPlan(plan, 100000, nranks);
-  if (!cases.ok()) return cases.status();
-  if (!(request.timeout_s >= 0 && request.timeout_s <= 7 * 86400) ||
-      !(request.op_timeout_s >= 0 && request.op_timeout_s <= 86400)) {
-    return absl::InvalidArgumentError(
-        "timeout_s / op_timeout_s: expected 0 (default) up to 7 days / 1 day");
-  }
   const std::string backend =
       request.backend.empty() ? "auto" : request.backend;
   if (backend != "auto" && backend != "host" && backend != "cuda") {
     return absl::InvalidArgumentError(
         "backend: expected auto, host or cuda, got " + backend);
   }
+  const v1::Plan sized = PlanForBackend(plan, backend);
+  auto cases = ExpandPlan(sized, 100000, nranks);
+  if (!cases.ok()) return cases.status();
+  if (!(request.timeout_s >= 0 && request.timeout_s <= 7 * 86400) ||
+      !(request.op_timeout_s >= 0 && request.op_timeout_s <= 86400)) {
+    return absl::InvalidArgumentError(
+        "timeout_s / op_timeout_s: expected 0 (default) up to 7 days / 1 day");
+  }
   v1::Job job;
-  *job.mutable_plan() = plan;
+  *job.mutable_plan() = sized;
   job.set_deadline_s(request.timeout_s > 0 ? request.timeout_s
                                            : DefaultDeadlineSeconds(*cases));
   for (auto& c : *cases) *job.add_cases() = std::move(c);

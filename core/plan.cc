@@ -48,6 +48,13 @@ absl::StatusOr<v1::Plan> PlanParser::Parse(const YAML::Node& root) {
     RM_ASSIGN_OR_RETURN(*plan.mutable_description(),
                         String(root["description"], "description"));
   }
+  if (root["card"]) {
+    RM_ASSIGN_OR_RETURN(*plan.mutable_card(), String(root["card"], "card"));
+    if (plan.card() != "server") {
+      return Error(root["card"], "card",
+                   "expected `server` (the server card after the results)");
+    }
+  }
   if (root["ranks"]) {
     RM_ASSIGN_OR_RETURN(int64_t ranks, Int(root["ranks"], "ranks", 1, 65536));
     plan.set_ranks(static_cast<int32_t>(ranks));
@@ -108,7 +115,7 @@ absl::StatusOr<v1::Plan> PlanParser::Parse(const YAML::Node& root) {
   for (size_t i = 0; i < cases.size(); ++i) {
     std::string prefix = absl::StrFormat("cases[%d]", i);
     RM_ASSIGN_OR_RETURN(v1::CaseSpec spec,
-                        ParseCase(cases[i], defaults, prefix));
+                        ParseSizedCase(cases[i], defaults, prefix));
     if (!names.insert(spec.name()).second) {
       return Error(cases[i]["name"], prefix + ".name",
                    absl::StrFormat("duplicate case name \"%s\"", spec.name()));
@@ -314,13 +321,50 @@ absl::StatusOr<v1::Timing> PlanParser::ParseTiming(
   return t;
 }
 
-absl::StatusOr<v1::CaseSpec> PlanParser::ParseCase(
+// A case with `cuda: {key: value, ...}` is parsed twice: without it (what
+// host ranks run) and with its keys in place of the case's (what GPUs
+// run, kept in the spec's `cuda`). The nodes are the plan's own, so errors
+// still name their lines.
+absl::StatusOr<v1::CaseSpec> PlanParser::ParseSizedCase(
     const YAML::Node& node, const YAML::Node& defaults,
     const std::string& prefix) const {
+  if (!node.IsMap() || !node["cuda"]) return ParseCase(node, defaults, prefix);
+  const YAML::Node over = node["cuda"];
+  if (!over.IsMap() || over.size() == 0) {
+    return Error(over, prefix + ".cuda",
+                 "expected a mapping of the case's keys as they are on GPUs, "
+                 "e.g. {model: {layers: 8, hidden: 8192, batch: 1024}}");
+  }
+  YAML::Node gpu(YAML::NodeType::Map);
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar();
+    if (key != "cuda") gpu[key] = kv.second;
+  }
+  for (const auto& kv : over) {
+    const std::string key = kv.first.Scalar();
+    if (key == "name" || key == "cuda" || key == "backend") {
+      return Error(kv.first, prefix + ".cuda." + key,
+                   "the GPU keys of a case change its sizes; its name and "
+                   "backend stay the case's");
+    }
+    gpu[key] = kv.second;
+  }
+  RM_ASSIGN_OR_RETURN(v1::CaseSpec spec,
+                      ParseCase(node, defaults, prefix, /*sized=*/true));
+  RM_ASSIGN_OR_RETURN(*spec.mutable_cuda(),
+                      ParseCase(gpu, defaults, prefix + " (cuda)"));
+  return spec;
+}
+
+absl::StatusOr<v1::CaseSpec> PlanParser::ParseCase(const YAML::Node& node,
+                                                   const YAML::Node& defaults,
+                                                   const std::string& prefix,
+                                                   bool sized) const {
   if (!node.IsMap()) {
     return Error(node, prefix, "expected a mapping with name and collective");
   }
-  RM_RETURN_IF_ERROR(CheckKeys(node, prefix + ".", kCaseKeys));
+  RM_RETURN_IF_ERROR(sized ? CheckKeys(node, prefix + ".", kSizedCaseKeys)
+                           : CheckKeys(node, prefix + ".", kCaseKeys));
   // A case key falls back to the plan's defaults; errors name where the
   // value was written.
   auto get = [&](const char* key, std::string* field) -> YAML::Node {

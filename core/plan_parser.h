@@ -23,8 +23,8 @@ namespace ringmaster {
 namespace plan_internal {
 
 inline constexpr const char* kTopKeys[] = {
-    "name",           "description", "ranks", "nodes",
-    "ranks_per_node", "defaults",    "cases", "variants"};
+    "name",     "description", "ranks",    "nodes", "ranks_per_node",
+    "defaults", "cases",       "variants", "card"};
 inline constexpr const char* kVariantKeys[] = {"name", "env", "ceiling",
                                                "description"};
 // Keys only bench: train takes; every case may carry them (the other
@@ -60,6 +60,9 @@ inline constexpr std::array<const char*, 5> kServeKeys = {
     "prompt", "generate", "batch", "slo", "repeats"};
 inline constexpr auto kCaseKeys = Concat(
     Concat(Concat(kOtherCaseKeys, kTrainKeys), kTransformerKeys), kServeKeys);
+// A case (not the defaults) may also give keys of its own for GPUs.
+inline constexpr auto kSizedCaseKeys =
+    Concat(kCaseKeys, std::array<const char*, 1>{"cuda"});
 inline constexpr const char* kModelKeys[] = {"layers", "hidden", "batch"};
 inline constexpr const char* kTimingKeys[] = {"warmup",
                                               "min_samples",
@@ -101,9 +104,15 @@ class PlanParser : public YamlReader {
       const YAML::Node& node, const std::string& field,
       const v1::Timing& base = DefaultTiming()) const;
 
+  // `sized`: the node may hold `cuda:` (ignored here; ParseSizedCase).
   absl::StatusOr<v1::CaseSpec> ParseCase(const YAML::Node& node,
                                          const YAML::Node& defaults,
-                                         const std::string& prefix) const;
+                                         const std::string& prefix,
+                                         bool sized = false) const;
+  // ParseCase, and the case's `cuda:` keys into its spec's `cuda`.
+  absl::StatusOr<v1::CaseSpec> ParseSizedCase(const YAML::Node& node,
+                                              const YAML::Node& defaults,
+                                              const std::string& prefix) const;
 
   // `backend: auto | host | cuda`.
   absl::Status ParseBackendKey(const YAML::Node& node, const std::string& field,

@@ -127,6 +127,26 @@ INSTANTIATE_TEST_SUITE_P(
                 "name: x\ncases:\n  - name: a\n    bench: gemm\n"
                 "    parallel: {tp: 2}\n",
                 "bad.yaml:5: cases[0].parallel:", "bench: transformer"},
+        BadPlan{"cuda_keys_not_a_mapping",
+                "name: x\ncases:\n  - name: a\n    bench: train\n"
+                "    model: {layers: 2, hidden: 8, batch: 4}\n"
+                "    cuda: 8\n",
+                "bad.yaml:6: cases[0].cuda:", "mapping of the case's keys"},
+        BadPlan{"cuda_keys_rename_the_case",
+                "name: x\ncases:\n  - name: a\n    bench: train\n"
+                "    model: {layers: 2, hidden: 8, batch: 4}\n"
+                "    cuda: {name: b}\n",
+                "bad.yaml:6: cases[0].cuda.name:", "stay the case's"},
+        BadPlan{"cuda_keys_checked_like_the_case",
+                "name: x\ncases:\n  - name: a\n    bench: train\n"
+                "    model: {layers: 2, hidden: 8, batch: 4}\n"
+                "    cuda:\n      model: {layers: 2, hidden: 0, batch: 4}\n",
+                "bad.yaml:7: cases[0] (cuda).model.hidden:", ""},
+        BadPlan{"cuda_not_in_defaults",
+                "name: x\ndefaults:\n  cuda: {steps: 3}\ncases:\n"
+                "  - name: a\n    bench: train\n"
+                "    model: {layers: 2, hidden: 8, batch: 4}\n",
+                "bad.yaml:3: defaults.cuda:", "unknown key"},
         BadPlan{"inference_seq_in_model",
                 "name: x\ncases:\n  - name: a\n    bench: inference\n"
                 "    model: {preset: llama3-8b, layers: 2, seq: 64}\n"
@@ -638,6 +658,48 @@ cases:
   EXPECT_EQ(LayoutName(last), "tp2");
   EXPECT_EQ(LayoutName((*cases)[0]), "tp1");
   EXPECT_EQ((*cases)[1].transformer().micro_batch(), 8);
+}
+
+// `cuda:` gives a case its GPU sizes: a launch on the cuda backend runs
+// them, any other the case as written; the name stays the case's.
+TEST(ParsePlanYaml, CudaKeysAreTheCaseOnGpus) {
+  auto plan = ParsePlanYaml(R"(name: x
+cases:
+  - name: mlp
+    bench: train
+    model: {layers: 4, hidden: 512, batch: 64}
+    ladder: [1, 2]
+    check_steps: 3
+    cuda: {model: {layers: 8, hidden: 4096, batch: 512}, dtypes: [bfloat16],
+           check_steps: 0}
+  - name: plain
+    bench: train
+    model: {layers: 2, hidden: 64, batch: 8}
+)",
+                            "x.yaml");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const v1::CaseSpec& spec = plan->cases(0);
+  EXPECT_EQ(spec.train().hidden(), 512);
+  ASSERT_TRUE(spec.has_cuda());
+  EXPECT_EQ(spec.cuda().name(), "mlp");
+  EXPECT_EQ(spec.cuda().train().hidden(), 4096);
+  EXPECT_EQ(spec.cuda().train().check_steps(), 0);
+  EXPECT_EQ(spec.cuda().ladder_size(), 2);  // the case's other keys kept
+  EXPECT_FALSE(plan->cases(1).has_cuda());
+
+  const v1::Plan gpu = PlanForBackend(*plan, "cuda");
+  EXPECT_EQ(gpu.cases(0).train().hidden(), 4096);
+  EXPECT_EQ(gpu.cases(0).dtypes(0), v1::BFLOAT16);
+  EXPECT_FALSE(gpu.cases(0).has_cuda());
+  EXPECT_EQ(gpu.cases(1).train().hidden(), 64);
+  for (const char* backend : {"host", "auto"}) {
+    const v1::Plan host = PlanForBackend(*plan, backend);
+    EXPECT_EQ(host.cases(0).train().hidden(), 512) << backend;
+    EXPECT_FALSE(host.cases(0).has_cuda()) << backend;
+  }
+  auto cases = ExpandPlan(gpu, 100000, 2);
+  ASSERT_TRUE(cases.ok()) << cases.status();
+  EXPECT_EQ((*cases)[0].train().hidden(), 4096);
 }
 
 TEST(ParsePlanYaml, ShippedP2pPlanIsValid) {

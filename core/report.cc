@@ -146,6 +146,10 @@ void ConsoleReporter::Report(const v1::Result& r) {
   if (bench && r.status() == v1::SKIPPED) {
     const std::string why = Printable(r.failure().detail());
     if (skip_count_[why]++ == 0) skip_order_.push_back(why);
+    std::vector<std::string>& names = skip_cases_[why];
+    const std::string name = Printable(r.case_().spec_name());
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      names.push_back(name);
     return;
   }
   if (r.case_().bench() == v1::BENCH_FIND_SLOW && r.has_find_slow()) {
@@ -337,8 +341,16 @@ void ConsoleReporter::End(const RunSummary& summary) {
   out_ << absl::StrFormat("# results: %d (%d failed, %d skipped)\n",
                           summary.results, summary.failed_results,
                           summary.skipped_results);
+  // Each reason with the cases it left out (the first few names).
+  constexpr size_t kNames = 6;
   for (const std::string& why : skip_order_) {
-    out_ << absl::StrFormat("#   skipped %d: %s\n", skip_count_[why], why);
+    const std::vector<std::string>& names = skip_cases_[why];
+    std::string which = absl::StrJoin(
+        names.begin(), names.begin() + std::min(names.size(), kNames), ", ");
+    if (names.size() > kNames)
+      which += absl::StrFormat(" and %d more", names.size() - kNames);
+    out_ << absl::StrFormat("#   skipped %d: %s (%s)\n", skip_count_[why], why,
+                            which);
   }
   if (short_of_target_ > 0) {
     out_ << absl::StrFormat(
@@ -918,7 +930,9 @@ std::string RenderVariantComparison(const std::vector<v1::Result>& results) {
           busbw.push_back(r->busbw_gbps());
           pct.push_back(r->pct_of_ceiling());
         }
-        if (failed) {
+        if (failed != nullptr && failed->status() == v1::SKIPPED) {
+          text = "SKIPPED";  // the reason is on the result's own row
+        } else if (failed != nullptr) {
           text = std::string("FAILED ") +
                  std::string(FailureReasonName(failed->failure().reason()));
         } else if (const double share = Median(pct); share > 0) {

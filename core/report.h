@@ -91,6 +91,7 @@ class ConsoleReporter : public Reporter {
   // summary line each at the end instead of a line per case.
   std::vector<std::string> skip_order_;
   std::map<std::string, int> skip_count_;
+  std::map<std::string, std::vector<std::string>> skip_cases_;  // names
   int short_of_target_ = 0;  // rows whose CI column is marked '*'
   std::string CiText(const v1::Result& r);
 };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/html_report.h"
+#include "core/report_card.h"
 
 namespace ringmaster {
 namespace {
@@ -134,6 +135,23 @@ TEST(RenderVariantComparison, RoundsShowTheMedianRun) {
   results[5].set_status(v1::FAILED);
   results[5].mutable_failure()->set_reason(v1::DEADLINE);
   EXPECT_THAT(RenderVariantComparison(results), HasSubstr("FAILED"));
+}
+
+// A size the launch skipped (e.g. above host_max) reads SKIPPED in every
+// variant's column, not as a failure.
+TEST(RenderVariantComparison, SkippedSizesAreNotFailures) {
+  std::vector<v1::Result> results;
+  for (const char* variant : {"a", "b"}) {
+    v1::Result r = MakeResult(1048576, false, 1e-5);
+    r.mutable_case_()->set_variant(variant);
+    r.set_status(v1::SKIPPED);
+    r.mutable_failure()->set_reason(v1::REJECTED);
+    r.mutable_failure()->set_detail("above the plan's host_max of 1 MiB");
+    results.push_back(r);
+  }
+  const std::string text = RenderVariantComparison(results);
+  EXPECT_THAT(text, HasSubstr("SKIPPED"));
+  EXPECT_THAT(text, Not(HasSubstr("FAILED")));
 }
 
 // A folder of repeated runs: each point of the busbw plot and its table is
@@ -315,8 +333,8 @@ TEST(ConsoleReporter, BenchRowsAndSkippedGroups) {
   text = out.str();
   EXPECT_NE(text.find("# results: 4 (0 failed, 3 skipped)\n"
                       "#   skipped 2: a GPU case (backend: cuda) in a launch "
-                      "on host ranks\n"
-                      "#   skipped 1: bfloat16 GEMM needs GPUs\n"),
+                      "on host ranks (gpu_only)\n"
+                      "#   skipped 1: bfloat16 GEMM needs GPUs (gpu_only)\n"),
             std::string::npos)
       << text;
 }
@@ -671,6 +689,80 @@ TEST(RenderHtmlReport, InferencePlotsThroughputAgainstLatency) {
   EXPECT_NE(html.find("Best within TPOT p99 &lt;= 30 ms: tp1 batch 4."),
             std::string::npos)
       << html.substr(html.find("LLM inference"), 2000);
+}
+
+}  // namespace
+}  // namespace ringmaster
+
+namespace ringmaster {
+namespace {
+
+v1::Result CardResult(v1::Bench bench, const std::string& device) {
+  v1::Result r;
+  r.set_status(v1::OK);
+  r.mutable_case_()->set_bench(bench);
+  v1::DeviceTelemetry* t = r.add_telemetry();
+  t->set_rank(0);
+  t->set_device(device);
+  v1::TelemetrySample* s = t->add_samples();
+  s->set_sm_clock_mhz(1980);
+  s->set_power_w(650);
+  return r;
+}
+
+std::vector<v1::Result> CardResults(const std::string& device) {
+  std::vector<v1::Result> results;
+  v1::Result bf16 = CardResult(v1::BENCH_GEMM, device);
+  bf16.mutable_case_()->set_dtype(v1::BFLOAT16);
+  bf16.set_tflops(787);
+  results.push_back(bf16);
+  v1::Result fp8 = CardResult(v1::BENCH_GEMM, device);
+  fp8.mutable_case_()->set_dtype(v1::FLOAT8_E4M3);
+  fp8.set_tflops(600);
+  fp8.set_throttled(true);
+  fp8.set_throttle_detail("rank 0: sw_power_cap");
+  results.push_back(fp8);
+  v1::Result copy = CardResult(v1::BENCH_LOCAL_COPY, device);
+  copy.set_path("hbm");
+  copy.set_bandwidth_gbps(2150);
+  results.push_back(copy);
+  v1::Result h2d = CardResult(v1::BENCH_HOST_DEVICE, device);
+  h2d.mutable_case_()->set_direction(v1::TO_DEVICE);
+  h2d.mutable_case_()->set_host_memory(v1::PINNED);
+  h2d.set_bandwidth_gbps(55.1);
+  h2d.set_ceiling_source("NVML: PCIe gen 5 x16 max link");
+  results.push_back(h2d);
+  return results;
+}
+
+// Each figure beside the datasheet's and its share; a figure far below
+// the model's is flagged with the slowdown its telemetry saw.
+TEST(RenderServerCard, FiguresBesideTheDatasheetAndLowOnesFlagged) {
+  const std::string card =
+      RenderServerCard(CardResults("GPU 0000:19:00.0 NVIDIA H200"));
+  EXPECT_THAT(card, HasSubstr("# server card: GPU 0000:19:00.0 NVIDIA H200"));
+  EXPECT_THAT(card, HasSubstr("# datasheet: NVIDIA H200 SXM"));
+  EXPECT_THAT(card, HasSubstr("dense GEMM bfloat16 (TFLOP/s)"));
+  EXPECT_THAT(card, HasSubstr("79.5%"));  // 787 / 989.5
+  EXPECT_THAT(card, HasSubstr("89.6%"));  // 2 x 2150 / 4800
+  EXPECT_THAT(card, HasSubstr("87.4%"));  // 55.1 / 63.0 (gen 5 x16)
+  EXPECT_THAT(card, HasSubstr("30.3%"));  // fp8: 600 / 1979
+  EXPECT_THAT(card, HasSubstr("# LOW dense GEMM fp8_e4m3: 30.3% of the "
+                              "datasheet figure"));
+  EXPECT_THAT(card, HasSubstr("sw_power_cap"));
+  EXPECT_THAT(card, Not(HasSubstr("# LOW dense GEMM bfloat16")));
+  EXPECT_THAT(card, HasSubstr("# telemetry: SM clock 1980-1980 MHz"));
+  EXPECT_THAT(card, HasSubstr("power up to 650 W (board limit 700 W)"));
+  EXPECT_THAT(card, HasSubstr("clocks slowed during 1 of 4 results"));
+}
+
+TEST(RenderServerCard, AnUnknownGpuHasNoShares) {
+  const std::string card =
+      RenderServerCard(CardResults("GPU 0000:01:00.0 NVIDIA GeForce RTX 4090"));
+  EXPECT_THAT(card, HasSubstr("no datasheet entry for this GPU"));
+  EXPECT_THAT(card, Not(HasSubstr("%")));
+  EXPECT_THAT(card, Not(HasSubstr("# LOW")));
+  EXPECT_EQ(RenderServerCard({}), "");
 }
 
 }  // namespace

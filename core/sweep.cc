@@ -329,4 +329,18 @@ absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan,
   return cases;
 }
 
+v1::Plan PlanForBackend(const v1::Plan& plan, std::string_view backend) {
+  v1::Plan out = plan;
+  for (v1::CaseSpec& spec : *out.mutable_cases()) {
+    if (!spec.has_cuda()) continue;
+    if (backend == "cuda") {
+      v1::CaseSpec gpu = spec.cuda();
+      spec = std::move(gpu);
+    } else {
+      spec.clear_cuda();
+    }
+  }
+  return out;
+}
+
 }  // namespace ringmaster

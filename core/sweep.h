@@ -3,6 +3,7 @@
 #define RINGMASTER_CORE_SWEEP_H_
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -29,6 +30,13 @@ std::vector<int64_t> SweepSizes(const v1::SizeSweep& sweep);
 absl::StatusOr<std::vector<v1::Case>> ExpandPlan(const v1::Plan& plan,
                                                  int64_t max_cases = 100000,
                                                  int nranks = 0);
+
+// The plan as a launch on `backend` ("host", "cuda" or "auto") runs it: on
+// "cuda" each case that has keys of its own for GPUs (its spec's `cuda`)
+// takes them; elsewhere the cases stay as written (the host sizes: with
+// "auto" the workers choose their backend later, and the smaller sizes
+// suit both).
+v1::Plan PlanForBackend(const v1::Plan& plan, std::string_view backend);
 
 }  // namespace ringmaster
 

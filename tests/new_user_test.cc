@@ -104,6 +104,35 @@ TEST(NewUser, ShippedRulesPassShippedPlansAndCalibrationChecksTheSystem) {
   fs::remove_all(out);
 }
 
+// A plan larger than the launch is not a failure: on one rank every
+// shipped plan exits 0, and what needed more ranks is SKIPPED, saying why,
+// in the results and in the summary.
+TEST(NewUser, EveryShippedPlanRunsOnOneRankAndSaysWhatItLeftOut) {
+  const std::string out = TempDir("one-rank");
+  for (const auto& e : fs::directory_iterator(Source("plans"))) {
+    const std::string plan = "plans/" + e.path().filename().string();
+    Outcome run = Ringmaster({"run", Source(plan), "--np", "1", "--out",
+                              out + "/" + e.path().stem().string(), "--quiet"});
+    EXPECT_EQ(run.exit_code, 0) << plan << "\n" << run.out << run.err;
+    EXPECT_THAT(run.out, HasSubstr("# status: SUCCEEDED")) << plan;
+    if (plan != "plans/dp-scaling.yaml") continue;
+    EXPECT_THAT(run.out,
+                HasSubstr("#   skipped 5: needs 2 ranks; this launch has 1 "
+                          "(check, mlp, mlp_pipelined, mlp_adam)\n"));
+    int skipped = 0;
+    std::ifstream results(ResultsOf(out + "/dp-scaling"));
+    for (std::string line; std::getline(results, line);) {
+      const auto r = nlohmann::json::parse(line);
+      if (r["status"] != "SKIPPED") continue;
+      ++skipped;
+      EXPECT_EQ(r["failure"]["detail"], "needs 2 ranks; this launch has 1");
+      EXPECT_EQ(r["nranks"], 2);
+    }
+    EXPECT_EQ(skipped, 5);
+  }
+  fs::remove_all(out);
+}
+
 // predict of a training plan on 4 nodes: tables for the system asked
 // about (32 ranks), and the inference case named, not dropped.
 TEST(NewUser, PredictCoversTheSystemAskedAbout) {

@@ -773,9 +773,9 @@ TEST_F(RunTest, DpScalingPlanRunsTheHostLadderWithChecks) {
   ASSERT_TRUE(store.ok());
   auto results = (*store)->Results(JobId(o), -1, 0);
   ASSERT_TRUE(results.ok());
-  // mlp: 2 rungs x 2 overlap modes; adam: 2 rungs; pipelined: 2 rungs;
-  // serve: 3 batches.
-  ASSERT_EQ(results->size(), 11u);
+  // check: 2 rungs; mlp: 2 rungs x 2 overlap modes; adam: 2 rungs;
+  // pipelined: 2 rungs; serve: 3 batches.
+  ASSERT_EQ(results->size(), 13u);
   EXPECT_THAT(o.out, HasSubstr("mlp_pipelined: train L4 H512 B64/rank "
                                "float32 sgd pipelined"));
   EXPECT_THAT(

@@ -459,21 +459,16 @@ absl::StatusOr<v1::Result> RankSession::RunOne(const v1::Case& c) {
   }
   if (auto too_big = DoesNotFit(c, n)) return *too_big;
   if (!kind->RunsOnCaseRanks()) return kind->Run(c, *this);
-  if (n > nranks_ && (c.bench() == v1::BENCH_TRANSFORMER ||
-                      c.bench() == v1::BENCH_INFERENCE)) {
+  // A plan larger than the launch is not a failure: what needs more ranks
+  // is left out, saying so.
+  if (n > nranks_) {
+    const bool layout =
+        c.bench() == v1::BENCH_TRANSFORMER || c.bench() == v1::BENCH_INFERENCE;
     return SkippedResult(
         c, n,
-        absl::StrFormat("layout %s needs %d ranks; this launch has %d",
-                        LayoutName(c), n, nranks_));
-  }
-  if (n > nranks_) {
-    v1::Result result = SkippedResult(
-        c, n,
-        absl::StrFormat("ladder rung of %d ranks exceeds the launch's %d ranks",
-                        n, nranks_));
-    result.set_status(v1::FAILED);
-    result.clear_wrong_elements();
-    return result;
+        absl::StrFormat("%sneeds %d ranks; this launch has %d",
+                        layout ? "layout " + LayoutName(c) + " " : "", n,
+                        nranks_));
   }
   if (absl::Status s = kind->BeforeCase(c, *this); !s.ok()) return s;
   auto group = Group(n);

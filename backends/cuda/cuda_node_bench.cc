@@ -259,6 +259,10 @@ void CudaNodeBench::Impl::PciePath(double* gbps, std::string* source) const {
   *source = absl::StrFormat(
       "NVML: PCIe gen %u x%u max link, per direction after encoding",
       link->first, link->second);
+  if (auto now = NvmlPcieCurrentLink(bus_id_)) {
+    *source += absl::StrFormat("; gen %u x%u when the case was set up",
+                               now->first, now->second);
+  }
 }
 
 double CudaNodeBench::Impl::HbmGbps(std::string* source) const {

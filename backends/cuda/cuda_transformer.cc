@@ -16,6 +16,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/lt_gemms.h"
 #include "backends/cuda/transformer_weights.h"
+#include "core/datasheet.h"
 #include "core/names.h"
 #include "core/status_macros.h"
 #include "core/transformer.h"
@@ -178,7 +179,7 @@ class CudaTransformer : public TransformerTrainer {
   }
 
   int device_, ranks_;
-  std::string describe_;
+  std::string describe_, device_name_;  // device_name_: as the driver names it
   cudaStream_t s_ = nullptr;
   cudaEvent_t start_ = nullptr, end_ = nullptr;
   LtGemms gemm_;
@@ -221,14 +222,10 @@ void CudaTransformer::Free() {
 }
 
 double CudaTransformer::PeakFlops(v1::DataType dtype) const {
-  // Datasheet dense bfloat16 peaks (the sparsity figures halved) of the
-  // SXM parts; others unknown here.
-  if (dtype != v1::BFLOAT16) return 0;
-  if (describe_.find("H200") != std::string::npos ||
-      describe_.find("H100 80GB HBM3") != std::string::npos) {
-    return 989.4e12;
-  }
-  return 0;
+  // The device's datasheet dense peak (core/datasheet.h); 0 where the
+  // table has no entry for it.
+  const v1::Datasheet* d = FindDatasheet(device_name_);
+  return d != nullptr ? DatasheetPeakTflops(*d, dtype) * 1e12 : 0;
 }
 
 // Square bfloat16 products of 8192 (random values: zeros draw less power
@@ -296,6 +293,7 @@ absl::Status CudaTransformer::Prepare(const v1::Case& c) {
     cudaDeviceProp prop{};
     RM_CU(cudaGetDeviceProperties(&prop, device_));
     describe_ = absl::StrFormat("GPU %d %s", device_, prop.name);
+    device_name_ = prop.name;
     ready_ = true;
   }
   Free();

@@ -132,21 +132,38 @@ std::optional<NvlinkInfo> NvmlNvlink(const std::string& bus_id,
   return info;
 }
 
-std::optional<std::pair<unsigned, unsigned>> NvmlPcieMaxLink(
-    const std::string& bus_id) {
+namespace {
+
+// A PCIe link's generation and width through NVML's `gen` and `width`
+// queries; nullopt when either is unavailable.
+std::optional<std::pair<unsigned, unsigned>> PcieLink(const std::string& bus_id,
+                                                      const char* gen_query,
+                                                      const char* width_query) {
   NvmlSession nvml;
   if (!nvml.ok()) return std::nullopt;
   auto dev = nvml.Device(bus_id);
-  auto gen = nvml.Get<int (*)(NvmlDevice, unsigned*)>(
-      "nvmlDeviceGetMaxPcieLinkGeneration");
-  auto width =
-      nvml.Get<int (*)(NvmlDevice, unsigned*)>("nvmlDeviceGetMaxPcieLinkWidth");
+  auto gen = nvml.Get<int (*)(NvmlDevice, unsigned*)>(gen_query);
+  auto width = nvml.Get<int (*)(NvmlDevice, unsigned*)>(width_query);
   unsigned g = 0, w = 0;
   if (!dev || !gen || !width || gen(*dev, &g) != 0 || width(*dev, &w) != 0 ||
       g == 0 || w == 0) {
     return std::nullopt;
   }
   return std::make_pair(g, w);
+}
+
+}  // namespace
+
+std::optional<std::pair<unsigned, unsigned>> NvmlPcieMaxLink(
+    const std::string& bus_id) {
+  return PcieLink(bus_id, "nvmlDeviceGetMaxPcieLinkGeneration",
+                  "nvmlDeviceGetMaxPcieLinkWidth");
+}
+
+std::optional<std::pair<unsigned, unsigned>> NvmlPcieCurrentLink(
+    const std::string& bus_id) {
+  return PcieLink(bus_id, "nvmlDeviceGetCurrPcieLinkGeneration",
+                  "nvmlDeviceGetCurrPcieLinkWidth");
 }
 
 namespace {

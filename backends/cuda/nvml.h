@@ -36,6 +36,10 @@ std::optional<NvlinkInfo> NvmlNvlink(const std::string& bus_id,
 // The GPU's maximum PCIe link generation and width; nullopt when unknown.
 std::optional<std::pair<unsigned, unsigned>> NvmlPcieMaxLink(
     const std::string& bus_id);
+// The link's current generation and width (an idle GPU may train its link
+// down to save power; under a copy it runs at its best).
+std::optional<std::pair<unsigned, unsigned>> NvmlPcieCurrentLink(
+    const std::string& bus_id);
 
 // Telemetry of the GPU at `bus_id` (SM and memory clocks, power,
 // temperature, utilization, clocks-event reasons, volatile ECC counts),
