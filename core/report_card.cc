@@ -179,7 +179,8 @@ void AddRows(const std::vector<v1::Result>& results, const v1::Datasheet* d,
 // Clocks, power and slowdowns over the results' rank-0 samples.
 std::string TelemetryLine(const std::vector<v1::Result>& results,
                           const v1::Datasheet* d) {
-  double clock_sum = 0, clock_min = 0, clock_max = 0, power_max = 0;
+  double clock_sum = 0, clock_min = 0, clock_max = 0, power_max = 0,
+         limit_min = 0, limit_max = 0;
   int clocks = 0, throttled = 0, measured = 0;
   std::map<std::string, int> reasons;
   for (const v1::Result& r : results) {
@@ -200,6 +201,11 @@ std::string TelemetryLine(const std::vector<v1::Result>& results,
           ++clocks;
         }
         if (s.has_power_w()) power_max = std::max(power_max, s.power_w());
+        if (s.has_power_limit_w()) {
+          limit_min = limit_max == 0 ? s.power_limit_w()
+                                     : std::min(limit_min, s.power_limit_w());
+          limit_max = std::max(limit_max, s.power_limit_w());
+        }
       }
     }
   }
@@ -210,8 +216,14 @@ std::string TelemetryLine(const std::vector<v1::Result>& results,
   }
   if (power_max > 0) {
     line += absl::StrFormat(" power up to %.0f W", power_max);
+    if (limit_max > 0) {
+      line += limit_min < limit_max
+                  ? absl::StrFormat(" under a power cap of %.0f-%.0f W",
+                                    limit_min, limit_max)
+                  : absl::StrFormat(" under a power cap of %.0f W", limit_max);
+    }
     if (d != nullptr)
-      line += absl::StrFormat(" (board limit %.0f W)", d->tdp_w());
+      line += absl::StrFormat(" (datasheet board power %.0f W)", d->tdp_w());
     line += ";";
   }
   if (throttled == 0) {

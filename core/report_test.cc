@@ -707,6 +707,7 @@ v1::Result CardResult(v1::Bench bench, const std::string& device) {
   v1::TelemetrySample* s = t->add_samples();
   s->set_sm_clock_mhz(1980);
   s->set_power_w(650);
+  s->set_power_limit_w(690);
   return r;
 }
 
@@ -752,7 +753,8 @@ TEST(RenderServerCard, FiguresBesideTheDatasheetAndLowOnesFlagged) {
   EXPECT_THAT(card, HasSubstr("sw_power_cap"));
   EXPECT_THAT(card, Not(HasSubstr("# LOW dense GEMM bfloat16")));
   EXPECT_THAT(card, HasSubstr("# telemetry: SM clock 1980-1980 MHz"));
-  EXPECT_THAT(card, HasSubstr("power up to 650 W (board limit 700 W)"));
+  EXPECT_THAT(card, HasSubstr("power up to 650 W under a power cap of 690 W "
+                              "(datasheet board power 700 W)"));
   EXPECT_THAT(card, HasSubstr("clocks slowed during 1 of 4 results"));
 }
 

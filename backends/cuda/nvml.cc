@@ -177,6 +177,8 @@ class NvmlGpuSource : public TelemetrySource {
         "nvmlDeviceGetClockInfo");
     power_ =
         nvml_->Get<int (*)(NvmlDevice, unsigned*)>("nvmlDeviceGetPowerUsage");
+    limit_ = nvml_->Get<int (*)(NvmlDevice, unsigned*)>(
+        "nvmlDeviceGetEnforcedPowerLimit");
     temp_ = nvml_->Get<int (*)(NvmlDevice, int, unsigned*)>(
         "nvmlDeviceGetTemperature");
     util_ = nvml_->Get<int (*)(NvmlDevice, unsigned*)>(
@@ -197,6 +199,7 @@ class NvmlGpuSource : public TelemetrySource {
     if (clock_ && clock_(dev_, 1, &v) == 0) s->set_sm_clock_mhz(v);
     if (clock_ && clock_(dev_, 2, &v) == 0) s->set_mem_clock_mhz(v);
     if (power_ && power_(dev_, &v) == 0) s->set_power_w(v / 1000.0);
+    if (limit_ && limit_(dev_, &v) == 0) s->set_power_limit_w(v / 1000.0);
     if (temp_ && temp_(dev_, 0, &v) == 0) s->set_temperature_c(v);
     unsigned util[2] = {};  // nvmlUtilization_t {gpu, memory}
     if (util_ && util_(dev_, util) == 0) {
@@ -222,6 +225,7 @@ class NvmlGpuSource : public TelemetrySource {
   std::string name_;
   int (*clock_)(NvmlDevice, int, unsigned*) = nullptr;
   int (*power_)(NvmlDevice, unsigned*) = nullptr;
+  int (*limit_)(NvmlDevice, unsigned*) = nullptr;  // enforced limit, mW
   int (*temp_)(NvmlDevice, int, unsigned*) = nullptr;
   int (*util_)(NvmlDevice, unsigned*) = nullptr;
   int (*reasons_)(NvmlDevice, unsigned long long*) = nullptr;
