@@ -68,6 +68,8 @@ class CudaInferenceEngine : public InferenceEngine {
                             std::vector<float>* out);
   absl::Status DecodeStep();  // captured in graph_
   absl::Status ChooseDecodePath();
+  // Decode attention of layer l (rotary and the cache append included).
+  absl::Status DecodeAttention(int l, bool pdl);
   // One layer of a decode step of at most kDecodeGemvMaxRows sequences
   // through the decode products (norms and SwiGLU folded into them).
   absl::Status DecodeLayer(int l, const void* x, void* x2);
@@ -79,6 +81,7 @@ class CudaInferenceEngine : public InferenceEngine {
   LtGemms gemm_;
   bool ready_ = false;
   TransformerShape shape_;
+  float scale_ = 1;  // attention's 1 / sqrt(head_dim)
   int64_t batch_ = 0, chunk_ = 1, cap_ = 0, prompt_ = 0, h_ = 0, hd_ = 0,
           qw_ = 0, kw_ = 0, w3_ = 0, f_ = 0;
   CudaLayerOffsets off_{};
@@ -128,6 +131,7 @@ absl::Status CudaInferenceEngine::Prepare(const v1::Case& c) {
   prompt_ = c.serve().prompt();
   h_ = shape_.hidden;
   hd_ = shape_.head_dim;
+  scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)));
   qw_ = shape_.heads * hd_;
   kw_ = shape_.kv_heads * hd_;
   w3_ = qw_ + 2 * kw_;
@@ -245,13 +249,7 @@ absl::Status CudaInferenceEngine::PrefillChunk(int64_t b0, int64_t nb,
                                                int64_t prompt,
                                                std::vector<float>* out) {
   const int64_t n = nb * prompt;
-  tk::FlashShape fs{
-      nb,
-      prompt,
-      shape_.heads,
-      shape_.kv_heads,
-      hd_,
-      static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)))};
+  tk::FlashShape fs{nb, prompt, shape_.heads, shape_.kv_heads, hd_, scale_};
   // Sequence b0 + b's rows are those at position b0 * capacity + t of
   // sequence b.
   RM_CU(tk::SequenceInputs(x_, nb, prompt, h_, cap_, b0 * cap_, nullptr, s_));
@@ -326,15 +324,11 @@ absl::Status CudaInferenceEngine::ChooseDecodePath() {
 absl::Status CudaInferenceEngine::DecodeLayer(int l, const void* x, void* x2) {
   void* w = At(w_, l * off_.size);
   const float eps = static_cast<float>(shape_.norm_eps);
-  const float scale =
-      static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)));
   using tk::DecodeInput;
   RM_CU(tk::DecodeGemv(DecodeInput::kRmsNorm, x, At(w, off_.g1), eps,
                        At(w, off_.wqkv), nullptr, qkv_, batch_, h_, w3_,
                        scratch_, pdl_, s_));
-  RM_CU(tk::DecodeAttention(qkv_, w3_, kcache_[l], vcache_[l], attn_, qw_,
-                            batch_, shape_.heads, shape_.kv_heads, hd_, cap_,
-                            cos_, sin_, pos_, scale, scratch_, pdl_, s_));
+  RM_RETURN_IF_ERROR(DecodeAttention(l, pdl_));
   RM_CU(tk::DecodeGemv(DecodeInput::kPlain, attn_, nullptr, eps, At(w, off_.wo),
                        x, mid_, batch_, qw_, h_, scratch_, pdl_, s_));
   RM_CU(tk::DecodeGemv(DecodeInput::kRmsNorm, mid_, At(w, off_.g2), eps,
@@ -345,23 +339,22 @@ absl::Status CudaInferenceEngine::DecodeLayer(int l, const void* x, void* x2) {
   return absl::OkStatus();
 }
 
+absl::Status CudaInferenceEngine::DecodeAttention(int l, bool pdl) {
+  RM_CU(tk::DecodeAttention(qkv_, w3_, kcache_[l], vcache_[l], attn_, qw_,
+                            batch_, shape_.heads, shape_.kv_heads, hd_, cap_,
+                            cos_, sin_, pos_, scale_, scratch_, pdl, s_));
+  return absl::OkStatus();
+}
+
 absl::Status CudaInferenceEngine::DecodeStep() {
-  const float scale =
-      static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)));
   RM_CU(tk::SequenceInputs(x_, batch_, 1, h_, cap_, 0, pos_, s_));
   void *in = x_, *other = x2_;
   for (int l = 0; l < shape_.layers; ++l) {
     if (gemv_) {
       RM_RETURN_IF_ERROR(DecodeLayer(l, in, other));
     } else {
-      auto attention = [&]() -> absl::Status {
-        RM_CU(tk::DecodeAttention(qkv_, w3_, kcache_[l], vcache_[l], attn_, qw_,
-                                  batch_, shape_.heads, shape_.kv_heads, hd_,
-                                  cap_, cos_, sin_, pos_, scale, scratch_,
-                                  false, s_));
-        return absl::OkStatus();
-      };
-      RM_RETURN_IF_ERROR(Layer(l, batch_, in, other, attention));
+      RM_RETURN_IF_ERROR(Layer(l, batch_, in, other,
+                               [&] { return DecodeAttention(l, false); }));
     }
     std::swap(in, other);
   }
