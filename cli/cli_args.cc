@@ -442,6 +442,16 @@ void AddServeLimits(CLI::App& app, CliOptions* o, CliCommands* c) {
       ->check(Seconds())
       ->capture_default_str();
   c->serve
+      ->add_option_function<double>(
+          "--heartbeat-interval",
+          [&so](double s) {
+            so.heartbeat_interval_ms = static_cast<int>(std::lround(s * 1000));
+          },
+          "Seconds between a rank's (or node leader's) heartbeats, told to "
+          "the workers at registration (default 1; a large job: see "
+          "docs/scale.md)")
+      ->check(CLI::Range(0.05, 60.0));
+  c->serve
       ->add_option("--op-timeout", so.op_timeout_s,
                    "Seconds without progress on any rank before rank_hung")
       ->check(Seconds())

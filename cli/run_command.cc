@@ -424,7 +424,7 @@ void JobRun::Begin() {
   rctx.nranks = ctx_.np;
   rctx.backend = ctx_.worker_backend == "cuda" ? "cuda (NCCL)" : "host (MPI)";
   for (const auto& r : ctx_.manager.Ranks(job_id_))
-    rctx.provenance.add_hosts(r.fingerprint.host());
+    rctx.provenance.add_hosts(r.host);
   if (!results_.empty()) rctx.provenance = results_.front().provenance();
   for (Reporter* rep : reporters_) rep->Begin(rctx);
 }

@@ -1,6 +1,7 @@
 #include "cli/service_commands.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -168,6 +169,15 @@ std::string FailureLine(const v1::Job& j) {
 }  // namespace
 
 int ServeCommand(ServeOptions o) {
+  // Every worker connection is a descriptor (a node leader's, or a rank's):
+  // the soft limit (often 1024) would refuse a large job's; the hard one is
+  // the administrator's.
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
+      nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   for (const std::string& text : o.worker_rlimits) {
     auto limit = ParseResourceLimit(text);
     if (!limit.ok()) {

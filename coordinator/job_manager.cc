@@ -80,6 +80,9 @@ void JobManager::ResetRanks(JobRecord* rec) {
   rec->ranks.assign(rec->job.nranks(), RankStatus());
   for (int r = 0; r < rec->job.nranks(); ++r) rec->ranks[r].rank = r;
   rec->failed_result.reset();
+  rec->rendezvous.assign(rec->job.nranks(), std::nullopt);
+  rec->blob.clear();
+  rec->published = 0;
 }
 
 absl::StatusOr<v1::Job> JobManager::CreateJob(
@@ -181,11 +184,8 @@ void JobManager::Adopt(const v1::Job& job) {
   jobs_[job.job_id()] = std::move(record);
 }
 
-absl::StatusOr<v1::RegisterResponse> JobManager::Register(
-    const v1::RegisterRequest& req) {
-  MutexLock lock(&mu_);
-  JobRecord* rec = Find(req.job_id());
-  if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
+absl::Status JobManager::RegisterLocked(JobRecord* rec,
+                                        const v1::RegisterRequest& req) {
   if (TerminalState(rec->job.state())) {
     return absl::FailedPreconditionError("job " + req.job_id() + " is over");
   }
@@ -203,7 +203,8 @@ absl::StatusOr<v1::RegisterResponse> JobManager::Register(
   RM_RETURN_IF_ERROR(CheckRank(rec->job, req.rank()));
   RankStatus& rank = rec->ranks[req.rank()];
   rank.registered = true;
-  rank.fingerprint = req.fingerprint();
+  rank.host = req.fingerprint().host();
+  rank.pid = req.fingerprint().pid();
   rank.last_seen = absl::Now();
   rank.last_progress = rank.last_seen;
   ++rec->version;
@@ -218,21 +219,47 @@ absl::StatusOr<v1::RegisterResponse> JobManager::Register(
   ev.job_id = req.job_id();
   ev.rank = req.rank();
   Push(std::move(ev));
+  return absl::OkStatus();
+}
+
+v1::RegisterResponse JobManager::Registered(const JobRecord& rec) const {
   v1::RegisterResponse resp;
-  *resp.mutable_job() = rec->job;
+  *resp.mutable_job() = rec.job;
   resp.mutable_job()->clear_worker_token();
   resp.set_heartbeat_interval_ms(options_.heartbeat_interval_ms);
   return resp;
 }
 
-absl::StatusOr<v1::RendezvousResponse> JobManager::Rendezvous(
-    const v1::RendezvousRequest& req) {
+absl::StatusOr<v1::RegisterResponse> JobManager::Register(
+    const v1::RegisterRequest& req) {
   MutexLock lock(&mu_);
   JobRecord* rec = Find(req.job_id());
   if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
-  if (TerminalState(rec->job.state())) {
-    return absl::FailedPreconditionError("job " + req.job_id() + " is over");
+  RM_RETURN_IF_ERROR(RegisterLocked(rec, req));
+  return Registered(*rec);
+}
+
+absl::StatusOr<v1::RegisterNodeResponse> JobManager::RegisterNode(
+    const v1::RegisterNodeRequest& req) {
+  if (req.ranks().empty())
+    return absl::InvalidArgumentError("register node: no ranks");
+  MutexLock lock(&mu_);
+  JobRecord* rec = Find(req.job_id());
+  if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
+  for (const v1::RegisterRequest& r : req.ranks()) {
+    if (r.job_id() != req.job_id()) {
+      return absl::InvalidArgumentError(
+          "register node: a rank of another job in the request");
+    }
+    RM_RETURN_IF_ERROR(RegisterLocked(rec, r));
   }
+  v1::RegisterNodeResponse resp;
+  *resp.mutable_registered() = Registered(*rec);
+  return resp;
+}
+
+absl::Status JobManager::PublishLocked(JobRecord* rec,
+                                       const v1::RendezvousRequest& req) {
   RM_RETURN_IF_ERROR(CheckRank(rec->job, req.rank()));
   if (req.attempt() != rec->job.attempt()) {
     return absl::FailedPreconditionError(
@@ -246,49 +273,80 @@ absl::StatusOr<v1::RendezvousResponse> JobManager::Rendezvous(
   }
   if (req.blob().size() > 4096)
     return absl::InvalidArgumentError("rendezvous: blob over 4 KiB");
-  RankStatus& rank = rec->ranks[req.rank()];
-  if (rank.rendezvous && rank.rendezvous->address() != req.address()) {
+  std::optional<v1::RendezvousPeer>& published = rec->rendezvous[req.rank()];
+  if (published && published->address() != req.address()) {
     return absl::AlreadyExistsError(
         absl::StrFormat("rank %d of job %s already published %s", req.rank(),
-                        req.job_id(), rank.rendezvous->address()));
+                        req.job_id(), published->address()));
   }
-  if (!rank.rendezvous) {
+  if (!published) {
     v1::RendezvousPeer peer;
     peer.set_host(req.host());
     peer.set_address(req.address());
-    rank.rendezvous = peer;
-    rank.blob = req.blob();
+    published = std::move(peer);
+    if (req.rank() == 0) rec->blob = req.blob();
     ++rec->version;
+    ++rec->published;
   }
-  rank.last_seen = absl::Now();
+  rec->ranks[req.rank()].last_seen = absl::Now();
+  return absl::OkStatus();
+}
+
+v1::RendezvousResponse JobManager::RendezvousAnswer(const JobRecord& rec,
+                                                    bool peers) const {
   v1::RendezvousResponse resp;
-  int waiting = 0;
-  for (size_t i = 0; i < rec->ranks.size(); ++i) {
-    if (rec->ranks[i].rendezvous) continue;
-    if (++waiting <= 16) resp.add_missing(static_cast<int>(i));
-  }
+  const int waiting = static_cast<int>(rec.ranks.size()) - rec.published;
   resp.set_waiting_for(waiting);
-  if (waiting == 0) {
-    resp.set_ready(true);
-    for (const RankStatus& r : rec->ranks) *resp.add_peers() = *r.rendezvous;
-    resp.set_blob(rec->ranks[0].blob);
+  if (waiting > 0) {
+    for (size_t i = 0; i < rec.rendezvous.size() && resp.missing_size() < 16;
+         ++i)
+      if (!rec.rendezvous[i]) resp.add_missing(static_cast<int>(i));
+    return resp;
   }
+  resp.set_ready(true);
+  if (peers) {
+    for (const auto& peer : rec.rendezvous) *resp.add_peers() = *peer;
+  }
+  resp.set_blob(rec.blob);
   return resp;
 }
 
-absl::StatusOr<v1::HeartbeatResponse> JobManager::Heartbeat(
-    const v1::HeartbeatRequest& req) {
+absl::StatusOr<v1::RendezvousResponse> JobManager::Rendezvous(
+    const v1::RendezvousRequest& req) {
   MutexLock lock(&mu_);
   JobRecord* rec = Find(req.job_id());
   if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
-  RM_RETURN_IF_ERROR(CheckRank(rec->job, req.rank()));
-  v1::HeartbeatResponse resp;
-  if (req.attempt() != 0 && req.attempt() != rec->job.attempt()) {
-    resp.set_cancel(true);  // a stale attempt's rank: stop
-    return resp;
+  if (TerminalState(rec->job.state())) {
+    return absl::FailedPreconditionError("job " + req.job_id() + " is over");
   }
+  RM_RETURN_IF_ERROR(PublishLocked(rec, req));
+  return RendezvousAnswer(*rec, /*peers=*/true);
+}
+
+absl::StatusOr<v1::RendezvousResponse> JobManager::RendezvousNode(
+    const v1::RendezvousNodeRequest& req) {
+  MutexLock lock(&mu_);
+  JobRecord* rec = Find(req.job_id());
+  if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
+  if (TerminalState(rec->job.state())) {
+    return absl::FailedPreconditionError("job " + req.job_id() + " is over");
+  }
+  for (const v1::RendezvousRequest& r : req.ranks()) {
+    if (r.job_id() != req.job_id()) {
+      return absl::InvalidArgumentError(
+          "rendezvous node: a rank of another job in the request");
+    }
+    RM_RETURN_IF_ERROR(PublishLocked(rec, r));
+  }
+  return RendezvousAnswer(*rec, req.peers());
+}
+
+bool JobManager::HeartbeatLocked(JobRecord* rec,
+                                 const v1::HeartbeatRequest& req,
+                                 absl::Time now) {
+  if (req.attempt() != 0 && req.attempt() != rec->job.attempt())
+    return true;  // a stale attempt's rank: stop
   RankStatus& rank = rec->ranks[req.rank()];
-  const absl::Time now = absl::Now();
   rank.last_seen = now;
   if (!rank.registered && rec->job.state() == v1::JOB_RUNNING) {
     // A rank of a job adopted after a restart: it registered with the
@@ -303,76 +361,75 @@ absl::StatusOr<v1::HeartbeatResponse> JobManager::Heartbeat(
     rank.last_progress = now;
     ++rec->version;
   }
-  resp.set_cancel(TerminalState(rec->job.state()) || rec->cancel_requested);
+  return TerminalState(rec->job.state()) || rec->cancel_requested;
+}
+
+absl::StatusOr<v1::HeartbeatResponse> JobManager::Heartbeat(
+    const v1::HeartbeatRequest& req) {
+  MutexLock lock(&mu_);
+  JobRecord* rec = Find(req.job_id());
+  if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
+  RM_RETURN_IF_ERROR(CheckRank(rec->job, req.rank()));
+  v1::HeartbeatResponse resp;
+  resp.set_cancel(HeartbeatLocked(rec, req, absl::Now()));
   return resp;
 }
 
-absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
-    const v1::ReportResultsRequest& req) {
-  std::vector<v1::Result> results;
-  {
-    MutexLock lock(&mu_);
-    JobRecord* rec = Find(req.job_id());
-    if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
-    RM_RETURN_IF_ERROR(CheckRank(rec->job, req.rank()));
-    if (req.attempt() != rec->job.attempt()) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "stale attempt %d (current %d)", req.attempt(), rec->job.attempt()));
-    }
-    if (TerminalState(rec->job.state())) {
-      return absl::FailedPreconditionError("job " + req.job_id() + " is over");
-    }
-    results.reserve(req.results_size());
-    for (const v1::Result& r : req.results()) {
-      if (r.job_id() != req.job_id() || r.idempotency_key().empty()) {
-        return absl::InvalidArgumentError(
-            "result without this job's id or an idempotency key");
-      }
-      if (r.attempt() != req.attempt()) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("result of attempt %d in a report of attempt %d",
-                            r.attempt(), req.attempt()));
-      }
-      v1::Result copy = r;
-      v1::Provenance* p = copy.mutable_provenance();
-      p->clear_command_line();
-      for (const auto& a : rec->job.command_line()) p->add_command_line(a);
-      if (p->started_at().empty()) p->set_started_at(rec->job.created_at());
-      if (options_.annotate) options_.annotate(&copy);
-      results.push_back(std::move(copy));
-    }
+absl::Status JobManager::PrepareReportLocked(
+    const JobRecord& rec, const v1::ReportResultsRequest& req,
+    std::vector<v1::Result>* results) {
+  RM_RETURN_IF_ERROR(CheckRank(rec.job, req.rank()));
+  if (req.attempt() != rec.job.attempt()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "stale attempt %d (current %d)", req.attempt(), rec.job.attempt()));
   }
-  // Commit before acknowledging (the rank's end with its last results);
-  // the store groups concurrent writers into one transaction.
-  Store::RankFinal final_mark;
-  if (req.final()) {
-    final_mark.job_id = req.job_id();
-    final_mark.attempt = req.attempt();
-    final_mark.rank = req.rank();
-    if (req.has_failure()) final_mark.failure = req.failure();
+  if (TerminalState(rec.job.state())) {
+    return absl::FailedPreconditionError("job " + req.job_id() + " is over");
   }
-  auto counts = store_->InsertReport(results, req.rank(),
-                                     req.final() ? &final_mark : nullptr);
-  if (!counts.ok()) {
-    MutexLock lock(&mu_);
-    JobRecord* rec = Find(req.job_id());
-    if (rec && !rec->store_failure) {
-      v1::Failure f;
-      f.set_reason(v1::STORE_ERROR);
-      f.set_rank(-1);
-      f.set_detail(std::string(counts.status().message()));
-      rec->store_failure = f;
-      ++rec->version;
+  results->reserve(req.results_size());
+  for (const v1::Result& r : req.results()) {
+    if (r.job_id() != req.job_id() || r.idempotency_key().empty()) {
+      return absl::InvalidArgumentError(
+          "result without this job's id or an idempotency key");
     }
-    return counts.status();
+    if (r.attempt() != req.attempt()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("result of attempt %d in a report of attempt %d",
+                          r.attempt(), req.attempt()));
+    }
+    v1::Result copy = r;
+    v1::Provenance* p = copy.mutable_provenance();
+    p->clear_command_line();
+    for (const auto& a : rec.job.command_line()) p->add_command_line(a);
+    if (p->started_at().empty()) p->set_started_at(rec.job.created_at());
+    if (options_.annotate) options_.annotate(&copy);
+    results->push_back(std::move(copy));
   }
+  return absl::OkStatus();
+}
+
+void JobManager::NoteStoreFailure(const std::string& job_id,
+                                  const absl::Status& status) {
   MutexLock lock(&mu_);
-  JobRecord* rec = Find(req.job_id());
+  JobRecord* rec = Find(job_id);
+  if (rec && !rec->store_failure) {
+    v1::Failure f;
+    f.set_reason(v1::STORE_ERROR);
+    f.set_rank(-1);
+    f.set_detail(std::string(status.message()));
+    rec->store_failure = f;
+    ++rec->version;
+  }
+}
+
+v1::ReportResultsResponse JobManager::ApplyReportLocked(
+    JobRecord* rec, const v1::ReportResultsRequest& req,
+    std::vector<v1::Result> results, const Store::InsertCounts& counts) {
   if (rec) {
     rec->job.set_results_received(rec->job.results_received() +
-                                  counts->accepted);
+                                  counts.accepted);
     rec->ranks[req.rank()].last_seen = absl::Now();
-    if (counts->accepted > 0) {
+    if (counts.accepted > 0) {
       ++rec->version;
       rec->last_case = results.back().case_();
     }
@@ -386,7 +443,7 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
     }
   }
   // Only newly stored results become events (a retried report is silent).
-  if (counts->accepted > 0) {
+  if (counts.accepted > 0) {
     for (auto& r : results) {
       JobEvent ev;
       ev.type = JobEvent::Type::kResult;
@@ -409,8 +466,97 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
     Push(std::move(ev));
   }
   v1::ReportResultsResponse resp;
-  resp.set_accepted(counts->accepted);
-  resp.set_duplicates(counts->duplicates);
+  resp.set_accepted(counts.accepted);
+  resp.set_duplicates(counts.duplicates);
+  return resp;
+}
+
+Store::RankFinal JobManager::FinalMark(const v1::ReportResultsRequest& req) {
+  Store::RankFinal mark;
+  mark.job_id = req.job_id();
+  mark.attempt = req.attempt();
+  mark.rank = req.rank();
+  if (req.has_failure()) mark.failure = req.failure();
+  return mark;
+}
+
+absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
+    const v1::ReportResultsRequest& req) {
+  std::vector<v1::Result> results;
+  {
+    MutexLock lock(&mu_);
+    JobRecord* rec = Find(req.job_id());
+    if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
+    RM_RETURN_IF_ERROR(PrepareReportLocked(*rec, req, &results));
+  }
+  // Commit before acknowledging (the rank's end with its last results);
+  // the store groups concurrent writers into one transaction.
+  const Store::RankFinal final_mark = FinalMark(req);
+  auto counts = store_->InsertReport(results, req.rank(),
+                                     req.final() ? &final_mark : nullptr);
+  if (!counts.ok()) {
+    NoteStoreFailure(req.job_id(), counts.status());
+    return counts.status();
+  }
+  MutexLock lock(&mu_);
+  return ApplyReportLocked(Find(req.job_id()), req, std::move(results),
+                           *counts);
+}
+
+absl::StatusOr<v1::NodeReportResponse> JobManager::NodeReport(
+    const v1::NodeReportRequest& req) {
+  std::vector<std::vector<v1::Result>> results(req.reports_size());
+  std::vector<Store::RankFinal> finals(req.reports_size());
+  std::vector<Store::ReportPart> parts(req.reports_size());
+  v1::NodeReportResponse resp;
+  {
+    MutexLock lock(&mu_);
+    JobRecord* rec = Find(req.job_id());
+    if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
+    const absl::Time now = absl::Now();
+    bool cancel = false;
+    for (const v1::HeartbeatRequest& hb : req.heartbeats()) {
+      if (hb.job_id() != req.job_id()) {
+        return absl::InvalidArgumentError(
+            "node report: a rank of another job in the request");
+      }
+      RM_RETURN_IF_ERROR(CheckRank(rec->job, hb.rank()));
+      cancel = HeartbeatLocked(rec, hb, now) || cancel;
+    }
+    for (const v1::RankGone& g : req.gone()) {
+      RM_RETURN_IF_ERROR(CheckRank(rec->job, g.rank()));
+      RankStatus& rank = rec->ranks[g.rank()];
+      if (!rank.final && !rank.gone) {
+        rank.gone = g.detail().substr(0, 256);
+        ++rec->version;
+      }
+    }
+    for (int i = 0; i < req.reports_size(); ++i) {
+      const v1::ReportResultsRequest& rep = req.reports(i);
+      if (rep.job_id() != req.job_id()) {
+        return absl::InvalidArgumentError(
+            "node report: a report of another job in the request");
+      }
+      RM_RETURN_IF_ERROR(PrepareReportLocked(*rec, rep, &results[i]));
+      finals[i] = FinalMark(rep);
+      parts[i] = {&results[i], rep.rank(), rep.final() ? &finals[i] : nullptr};
+    }
+    resp.set_cancel(cancel || TerminalState(rec->job.state()) ||
+                    rec->cancel_requested);
+  }
+  if (parts.empty()) return resp;
+  // Every report of the node in one transaction, before acknowledging.
+  auto counts = store_->InsertReports(parts);
+  if (!counts.ok()) {
+    NoteStoreFailure(req.job_id(), counts.status());
+    return counts.status();
+  }
+  MutexLock lock(&mu_);
+  JobRecord* rec = Find(req.job_id());
+  for (int i = 0; i < req.reports_size(); ++i) {
+    *resp.add_reports() = ApplyReportLocked(
+        rec, req.reports(i), std::move(results[i]), (*counts)[i]);
+  }
   return resp;
 }
 

@@ -39,7 +39,10 @@ struct JobEvent {
 struct RankStatus {
   int rank = 0;
   bool registered = false;
-  v1::Fingerprint fingerprint;
+  // From its fingerprint: where it runs (the rest of the fingerprint is the
+  // ranks' own business; a snapshot of a large job copies every rank).
+  std::string host;
+  int32_t pid = 0;
   int64_t progress_seq = -1;  // last case finished
   int64_t entered_seq = -1;   // case the rank is in
   int64_t ops = 0;            // operations completed
@@ -48,9 +51,8 @@ struct RankStatus {
   absl::Time last_progress = absl::InfinitePast();
   bool final = false;
   v1::Failure failure;  // from the rank's final report, when it failed
-  // Coordinator bootstrap: where the rank listens, and rank 0's blob.
-  std::optional<v1::RendezvousPeer> rendezvous;
-  std::string blob;
+  // Its node leader saw the process end before its final report (why).
+  std::optional<std::string> gone;
 };
 
 // What a job's supervisor needs to decide its fate, read in one lock.
@@ -109,6 +111,14 @@ class JobManager {
       const v1::HeartbeatRequest& request);
   absl::StatusOr<v1::ReportResultsResponse> ReportResults(
       const v1::ReportResultsRequest& request);
+  // Node leader calls: each rank's part as the call above would take it,
+  // under one lock; a node's reports are stored in one transaction.
+  absl::StatusOr<v1::RegisterNodeResponse> RegisterNode(
+      const v1::RegisterNodeRequest& request);
+  absl::StatusOr<v1::RendezvousResponse> RendezvousNode(
+      const v1::RendezvousNodeRequest& request);
+  absl::StatusOr<v1::NodeReportResponse> NodeReport(
+      const v1::NodeReportRequest& request);
 
   // User calls.
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
@@ -166,7 +176,33 @@ class JobManager {
     uint64_t order = 0;   // creation order
     bool durable = true;  // false while its first write is in flight
     v1::Case last_case;   // of the latest stored result
+    // Coordinator bootstrap: where each rank listens, and rank 0's blob.
+    std::vector<std::optional<v1::RendezvousPeer>> rendezvous;
+    std::string blob;
+    int published = 0;  // ranks of this attempt that published
   };
+  // The worker calls' parts for one rank, under mu_.
+  absl::Status RegisterLocked(JobRecord* rec, const v1::RegisterRequest& req)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::RegisterResponse Registered(const JobRecord& rec) const;
+  absl::Status PublishLocked(JobRecord* rec, const v1::RendezvousRequest& req)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::RendezvousResponse RendezvousAnswer(const JobRecord& rec,
+                                          bool peers) const;
+  // Returns whether the rank must stop.
+  bool HeartbeatLocked(JobRecord* rec, const v1::HeartbeatRequest& req,
+                       absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PrepareReportLocked(const JobRecord& rec,
+                                   const v1::ReportResultsRequest& req,
+                                   std::vector<v1::Result>* results)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After the store accepted a report (`rec` null when the job is gone).
+  v1::ReportResultsResponse ApplyReportLocked(
+      JobRecord* rec, const v1::ReportResultsRequest& req,
+      std::vector<v1::Result> results, const Store::InsertCounts& counts)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static Store::RankFinal FinalMark(const v1::ReportResultsRequest& req);
+  void NoteStoreFailure(const std::string& job_id, const absl::Status& status);
   // Touches only `rec` (not yet, or still, in jobs_ under the caller's lock).
   static void ResetRanks(JobRecord* rec);
   JobRecord* Find(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

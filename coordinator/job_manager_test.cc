@@ -54,11 +54,126 @@ TEST_F(JobManagerTest, RegisterReturnsCasesAndStartsTheJob) {
   ASSERT_EQ(ranks.size(), 2u);
   EXPECT_TRUE(ranks[1].registered);
   EXPECT_FALSE(ranks[0].registered);
-  EXPECT_EQ(ranks[1].fingerprint.host(), "h1");
+  EXPECT_EQ(ranks[1].host, "h1");
   auto ev = manager_->NextEvent(absl::ZeroDuration());
   ASSERT_TRUE(ev.has_value());
   EXPECT_EQ(ev->type, JobEvent::Type::kRegistered);
   EXPECT_EQ(ev->rank, 1);
+}
+
+// A node leader's calls: the node's ranks registered, published and
+// reported in one call each, with the effects of the per-rank calls.
+TEST_F(JobManagerTest, NodeCallsActForEveryRankOfTheNode) {
+  v1::RegisterNodeRequest reg;
+  reg.set_job_id(job_.job_id());
+  reg.set_node("n0");
+  for (int r = 0; r < 2; ++r) {
+    v1::RegisterRequest* one = reg.add_ranks();
+    one->set_job_id(job_.job_id());
+    one->set_rank(r);
+    one->set_world_size(2);
+    one->mutable_fingerprint()->set_host("n0");
+    one->mutable_fingerprint()->set_pid(100 + r);
+  }
+  auto registered = manager_->RegisterNode(reg);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  EXPECT_EQ(registered->registered().job().cases_size(), 3);
+  auto ranks = manager_->Ranks(job_.job_id());
+  ASSERT_EQ(ranks.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(ranks[r].registered);
+    EXPECT_EQ(ranks[r].host, "n0");
+    EXPECT_EQ(ranks[r].pid, 100 + r);
+  }
+  // A rank of another job in the request is refused, naming why.
+  v1::RegisterNodeRequest stray = reg;
+  stray.mutable_ranks(1)->set_job_id("other");
+  EXPECT_THAT(manager_->RegisterNode(stray).status().message(),
+              ::testing::HasSubstr("another job"));
+
+  // The rendezvous: one call publishes both; the answer carries rank 0's
+  // blob, and every address only when asked.
+  v1::RendezvousNodeRequest meet;
+  meet.set_job_id(job_.job_id());
+  meet.set_attempt(1);
+  for (int r = 0; r < 2; ++r) {
+    v1::RendezvousRequest* one = meet.add_ranks();
+    one->set_job_id(job_.job_id());
+    one->set_rank(r);
+    one->set_attempt(1);
+    one->set_host("n0");
+    one->set_address("10.0.0.1:" + std::to_string(4000 + r));
+    if (r == 0) one->set_blob("nccl-id");
+  }
+  auto ready = manager_->RendezvousNode(meet);
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  EXPECT_TRUE(ready->ready());
+  EXPECT_EQ(ready->blob(), "nccl-id");
+  EXPECT_EQ(ready->peers_size(), 0) << "peers not asked for";
+  meet.set_peers(true);
+  ready = manager_->RendezvousNode(meet);
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  ASSERT_EQ(ready->peers_size(), 2);
+  EXPECT_EQ(ready->peers(1).address(), "10.0.0.1:4001");
+
+  // One report: both heartbeats, rank 1's results and rank 0's end, stored
+  // together; a repeat of it stores nothing twice.
+  v1::NodeReportRequest rep;
+  rep.set_job_id(job_.job_id());
+  for (int r = 0; r < 2; ++r) {
+    v1::HeartbeatRequest* hb = rep.add_heartbeats();
+    hb->set_job_id(job_.job_id());
+    hb->set_rank(r);
+    hb->set_attempt(1);
+    hb->set_progress_seq(r);
+  }
+  v1::ReportResultsRequest* results = rep.add_reports();
+  results->set_job_id(job_.job_id());
+  results->set_rank(1);
+  results->set_attempt(1);
+  *results->add_results() = Result(0);
+  *results->add_results() = Result(1);
+  v1::ReportResultsRequest* end = rep.add_reports();
+  end->set_job_id(job_.job_id());
+  end->set_rank(0);
+  end->set_attempt(1);
+  end->set_final(true);
+  auto answered = manager_->NodeReport(rep);
+  ASSERT_TRUE(answered.ok()) << answered.status();
+  EXPECT_FALSE(answered->cancel());
+  ASSERT_EQ(answered->reports_size(), 2);
+  EXPECT_EQ(answered->reports(0).accepted(), 2);
+  EXPECT_EQ(answered->reports(1).accepted(), 0);
+  ranks = manager_->Ranks(job_.job_id());
+  EXPECT_EQ(ranks[0].progress_seq, 0);
+  EXPECT_EQ(ranks[1].progress_seq, 1);
+  EXPECT_TRUE(ranks[0].final);
+  EXPECT_FALSE(ranks[1].final);
+  EXPECT_EQ(*manager_->CountResults(job_.job_id(), 1), 2);
+  auto finals = store_->RankFinals(job_.job_id(), 1);
+  ASSERT_TRUE(finals.ok());
+  ASSERT_EQ(finals->size(), 1u);
+  EXPECT_EQ(finals->front().rank, 0);
+  answered = manager_->NodeReport(rep);
+  ASSERT_TRUE(answered.ok()) << answered.status();
+  EXPECT_EQ(answered->reports(0).accepted(), 0);
+  EXPECT_EQ(answered->reports(0).duplicates(), 2);
+
+  // A rank its leader saw end is marked gone (the supervisor names it);
+  // once the job is cancelled, the answer says stop.
+  v1::NodeReportRequest gone;
+  gone.set_job_id(job_.job_id());
+  v1::RankGone* g = gone.add_gone();
+  g->set_rank(1);
+  g->set_detail("process 101 exited with status 9");
+  ASSERT_TRUE(manager_->NodeReport(gone).ok());
+  ranks = manager_->Ranks(job_.job_id());
+  ASSERT_TRUE(ranks[1].gone.has_value());
+  EXPECT_EQ(*ranks[1].gone, "process 101 exited with status 9");
+  ASSERT_TRUE(manager_->RequestCancel(job_.job_id()).ok());
+  answered = manager_->NodeReport(gone);
+  ASSERT_TRUE(answered.ok());
+  EXPECT_TRUE(answered->cancel());
 }
 
 TEST_F(JobManagerTest, RendezvousAnswersOnceEveryRankPublished) {

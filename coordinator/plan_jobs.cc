@@ -11,9 +11,12 @@ namespace ringmaster {
 
 absl::StatusOr<v1::Job> JobFromPlan(const v1::Plan& plan,
                                     const JobRequest& request) {
-  if (request.ranks < 0 || request.ranks > 4096) {
+  // The largest job anyone runs (a coordinator's --max-ranks, at most the
+  // same, is the admission limit).
+  constexpr int kMaxRanks = 65536;
+  if (request.ranks < 0 || request.ranks > kMaxRanks) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "nranks: expected 1..4096 ranks, got %d", request.ranks));
+        "nranks: expected 1..%d ranks, got %d", kMaxRanks, request.ranks));
   }
   const int nranks =
       request.ranks > 0

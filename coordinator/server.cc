@@ -6,9 +6,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
@@ -16,6 +21,7 @@
 #include "core/plan.h"
 #include "core/sweep.h"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
+#include "spdlog/spdlog.h"
 
 namespace ringmaster {
 namespace {
@@ -45,8 +51,8 @@ v1::JobUpdate ToUpdate(const JobSnapshot& s) {
     v1::RankProgress* p = u.add_ranks();
     p->set_rank(r.rank);
     p->set_registered(r.registered);
-    p->set_host(r.fingerprint.host());
-    p->set_pid(r.fingerprint.pid());
+    p->set_host(r.host);
+    p->set_pid(r.pid);
     p->set_progress_seq(r.progress_seq);
     p->set_entered_seq(r.entered_seq);
     p->set_final(r.final);
@@ -123,13 +129,18 @@ class WatchHub {
  public:
   WatchHub() : thread_([this] { Loop(); }) {}
   ~WatchHub() {
+    StopThread();
+    for (WatchReactor* r : reactors_) delete r;  // all done after Wait()
+  }
+  // Joins the ticking thread (which may be returning from a reactor's
+  // Finish, which reads the server): before the server is deleted.
+  void StopThread() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
     }
     cv_.notify_all();
-    thread_.join();
-    for (WatchReactor* r : reactors_) delete r;  // all done after Wait()
+    if (thread_.joinable()) thread_.join();
   }
   void Add(WatchReactor* r) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -163,6 +174,199 @@ class WatchHub {
   std::thread thread_;
 };
 
+// Threads for handlers that wait on the store: a report is acknowledged
+// only once committed, and gRPC's callback threads (a handful) must not all
+// sit in commits while heartbeats queue behind them. Many waiters here also
+// make the store's group commits larger (one fsync for all of them).
+// Hand-written: a fixed pool over one queue, drained before it stops.
+class BlockingPool {
+ public:
+  explicit BlockingPool(int threads) {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+  }
+  ~BlockingPool() { Stop(); }
+  // Runs what is queued, then joins the threads; once only.
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  void Run(std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(fn));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, and nothing left
+        fn = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      fn();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+// One node leader's NodeSession stream. Reads continue while earlier
+// messages are processed: heartbeats are answered at once on gRPC's thread,
+// messages with reports from the blocking pool after their commit; answers
+// are written one at a time in the order they are ready. Deleted once gRPC
+// is done with it and no pool task holds it.
+class NodeSessionReactor
+    : public grpc::ServerBidiReactor<v1::NodeReportRequest,
+                                     v1::NodeReportResponse> {
+ public:
+  // auth(job_id): whether this stream may speak for the job.
+  using Auth = std::function<absl::Status(const std::string&)>;
+  using Process = std::function<absl::StatusOr<v1::NodeReportResponse>(
+      const v1::NodeReportRequest&)>;
+  NodeSessionReactor(Auth auth, Process process, BlockingPool* pool)
+      : auth_(std::move(auth)), process_(std::move(process)), pool_(pool) {
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the leader closed its side (or the stream broke)
+      std::lock_guard<std::mutex> lock(mu_);
+      read_closed_ = true;
+      MaybeFinishLocked();
+      return;
+    }
+    auto req = std::make_shared<v1::NodeReportRequest>(std::move(in_));
+    in_.Clear();
+    absl::Status allowed = absl::OkStatus();
+    if (job_id_.empty()) {
+      allowed = auth_(req->job_id());
+      if (allowed.ok()) job_id_ = req->job_id();
+    } else if (req->job_id() != job_id_) {
+      allowed = absl::PermissionDeniedError(
+          "a node session speaks for one job: " + job_id_);
+    }
+    if (!allowed.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      EndLocked(ToGrpc(allowed));
+      return;
+    }
+    StartRead(&in_);
+    if (req->reports().empty()) {
+      Answer(process_(*req), req->seq());
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++holds_;
+    }
+    pool_->Run([this, req] {
+      Answer(process_(*req), req->seq());
+      Release();
+    });
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    if (pending_end_) {  // ended while this write was in flight
+      Finish(*pending_end_);
+      pending_end_.reset();
+      return;
+    }
+    if (!ok) {
+      EndLocked(grpc::Status::CANCELLED);
+      return;
+    }
+    WriteNextLocked();
+  }
+
+  void OnDone() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    Release();
+  }
+
+ private:
+  void Answer(absl::StatusOr<v1::NodeReportResponse> resp, int64_t seq) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!resp.ok()) {
+      EndLocked(ToGrpc(resp.status()));
+      return;
+    }
+    if (ended_) return;
+    resp->set_seq(seq);
+    outbox_.push_back(std::move(*resp));
+    WriteNextLocked();
+  }
+  void WriteNextLocked() {
+    if (writing_ || done_ || ended_) return;
+    if (outbox_.empty()) {
+      MaybeFinishLocked();
+      return;
+    }
+    out_ = std::move(outbox_.front());
+    outbox_.pop_front();
+    writing_ = true;
+    StartWrite(&out_);
+  }
+  // After the leader closed its side, the stream ends once every answer
+  // is written (none pending in the pool).
+  void MaybeFinishLocked() {
+    if (read_closed_ && !writing_ && outbox_.empty() && holds_ == 1)
+      EndLocked(grpc::Status::OK);
+  }
+  // Finish, once; after the write in flight, if any.
+  void EndLocked(const grpc::Status& s) {
+    if (ended_ || done_) return;
+    ended_ = true;
+    outbox_.clear();
+    if (writing_) {
+      pending_end_ = s;
+    } else {
+      Finish(s);
+    }
+  }
+  void Release() {
+    bool last = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last = --holds_ == 0;
+      if (!last && !done_) MaybeFinishLocked();
+    }
+    if (last) delete this;
+  }
+
+  Auth auth_;
+  Process process_;
+  BlockingPool* pool_;
+  v1::NodeReportRequest in_;
+  v1::NodeReportResponse out_;
+  std::string job_id_;  // set by the first message (gRPC's read thread)
+  std::mutex mu_;
+  std::deque<v1::NodeReportResponse> outbox_;
+  int holds_ = 1;  // gRPC's (until OnDone) and one per pool task
+  bool writing_ = false, read_closed_ = false, ended_ = false, done_ = false;
+  std::optional<grpc::Status> pending_end_;
+};
+
 class Service final : public v1::Coordinator::CallbackService {
  public:
   Service(JobManager* manager, const ServerOptions& options)
@@ -192,9 +396,51 @@ class Service final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* ReportResults(
       grpc::CallbackServerContext* ctx, const v1::ReportResultsRequest* req,
       v1::ReportResultsResponse* resp) override {
-    return Respond(ctx, kWorkerCall, req->job_id(), [&](const Caller&) {
+    return RespondFromPool(ctx, req->job_id(), [this, req, resp] {
       return Assign(manager_->ReportResults(*req), resp);
     });
+  }
+  grpc::ServerUnaryReactor* RegisterNode(
+      grpc::CallbackServerContext* ctx, const v1::RegisterNodeRequest* req,
+      v1::RegisterNodeResponse* resp) override {
+    return Respond(ctx, kWorkerCall, req->job_id(), [&](const Caller&) {
+      absl::Status s = Assign(manager_->RegisterNode(*req), resp);
+      if (s.ok()) {
+        spdlog::info("job {}: node {} registered {} rank(s) in one call",
+                     req->job_id(), req->node(), req->ranks_size());
+      }
+      return s;
+    });
+  }
+  grpc::ServerUnaryReactor* RendezvousNode(
+      grpc::CallbackServerContext* ctx, const v1::RendezvousNodeRequest* req,
+      v1::RendezvousResponse* resp) override {
+    return Respond(ctx, kWorkerCall, req->job_id(), [&](const Caller&) {
+      return Assign(manager_->RendezvousNode(*req), resp);
+    });
+  }
+  grpc::ServerUnaryReactor* NodeReport(grpc::CallbackServerContext* ctx,
+                                       const v1::NodeReportRequest* req,
+                                       v1::NodeReportResponse* resp) override {
+    if (req->reports().empty()) {  // heartbeats only: nothing to commit
+      return Respond(ctx, kWorkerCall, req->job_id(), [&](const Caller&) {
+        return Assign(manager_->NodeReport(*req), resp);
+      });
+    }
+    return RespondFromPool(ctx, req->job_id(), [this, req, resp] {
+      return Assign(manager_->NodeReport(*req), resp);
+    });
+  }
+  grpc::ServerBidiReactor<v1::NodeReportRequest, v1::NodeReportResponse>*
+  NodeSession(grpc::CallbackServerContext* ctx) override {
+    return new NodeSessionReactor(
+        [this, ctx](const std::string& job_id) {
+          return Authenticate(*ctx, kWorkerCall, job_id).status();
+        },
+        [this](const v1::NodeReportRequest& req) {
+          return manager_->NodeReport(req);
+        },
+        &pool_);
   }
   grpc::ServerUnaryReactor* SubmitPlan(grpc::CallbackServerContext* ctx,
                                        const v1::SubmitPlanRequest* req,
@@ -287,6 +533,13 @@ class Service final : public v1::Coordinator::CallbackService {
           for (auto& r : *results) *resp->add_results() = std::move(r);
           return absl::OkStatus();
         });
+  }
+
+  // Ends the handlers' pool and the watch streams' thread (after the server
+  // stopped taking calls, before it is deleted).
+  void StopThreads() {
+    pool_.Stop();
+    hub_.StopThread();
   }
 
  private:
@@ -383,9 +636,28 @@ class Service final : public v1::Coordinator::CallbackService {
     return reactor;
   }
 
+  // A worker call whose handler waits on the store: authenticated here,
+  // answered from the pool (request and response live until Finish).
+  template <typename F>
+  grpc::ServerUnaryReactor* RespondFromPool(grpc::CallbackServerContext* ctx,
+                                            const std::string& job_id,
+                                            F handler) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    auto caller = Authenticate(*ctx, kWorkerCall, job_id);
+    if (!caller.ok()) {
+      reactor->Finish(ToGrpc(caller.status()));
+      return reactor;
+    }
+    pool_.Run([reactor, handler = std::move(handler)] {
+      reactor->Finish(ToGrpc(handler()));
+    });
+    return reactor;
+  }
+
   JobManager* manager_;
   ServerOptions options_;
   WatchHub hub_;
+  BlockingPool pool_{32};
 };
 
 class GrpcCoordinatorServer : public CoordinatorServer {
@@ -400,6 +672,9 @@ class GrpcCoordinatorServer : public CoordinatorServer {
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(1));
     server_->Wait();
+    // Every call is answered; a pool thread may still be returning from
+    // its Finish, which reads the server.
+    service_->StopThreads();
     server_.reset();
   }
 

@@ -58,7 +58,6 @@ class CoordinatorServer {
 // True for 127.0.0.0/8, ::1 and localhost, with or without a port.
 bool IsLoopbackAddress(const std::string& address);
 
-
 }  // namespace ringmaster
 
 #endif  // RINGMASTER_COORDINATOR_SERVER_H_

@@ -60,6 +60,65 @@ TEST_F(ServerTest, RoundTripWithToken) {
   EXPECT_EQ(sent->accepted(), 1);
 }
 
+// A node leader's stream: every message answered with its seq (a
+// heartbeat, then a report committed before its answer), a message for
+// another job ends the stream, and a wrong token is refused at the first
+// message with nothing stored.
+TEST_F(ServerTest, NodeSessionAnswersEachMessageAndSpeaksForOneJob) {
+  auto channel =
+      grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+  auto stub = v1::Coordinator::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", std::string("Bearer ") + kAdminToken);
+  auto stream = stub->NodeSession(&ctx);
+  v1::NodeReportRequest hb;
+  hb.set_job_id(job_id_);
+  hb.set_seq(7);
+  v1::HeartbeatRequest* beat = hb.add_heartbeats();
+  beat->set_job_id(job_id_);
+  beat->set_rank(0);
+  beat->set_attempt(1);
+  beat->set_ops(5);
+  ASSERT_TRUE(stream->Write(hb));
+  v1::NodeReportResponse answer;
+  ASSERT_TRUE(stream->Read(&answer));
+  EXPECT_EQ(answer.seq(), 7);
+  EXPECT_EQ(manager_->Ranks(job_id_)[0].ops, 5);
+  v1::NodeReportRequest rep;
+  rep.set_job_id(job_id_);
+  rep.set_seq(8);
+  v1::ReportResultsRequest* results = rep.add_reports();
+  results->set_job_id(job_id_);
+  results->set_attempt(1);
+  v1::Result* r = results->add_results();
+  r->set_job_id(job_id_);
+  r->set_attempt(1);
+  r->set_idempotency_key(job_id_ + "/1/0/0");
+  ASSERT_TRUE(stream->Write(rep));
+  ASSERT_TRUE(stream->Read(&answer));
+  EXPECT_EQ(answer.seq(), 8);
+  ASSERT_EQ(answer.reports_size(), 1);
+  EXPECT_EQ(answer.reports(0).accepted(), 1);
+  EXPECT_EQ(*manager_->CountResults(job_id_, 1), 1);
+  v1::NodeReportRequest stray = hb;
+  stray.set_job_id("another-job");
+  ASSERT_TRUE(stream->Write(stray));
+  EXPECT_FALSE(stream->Read(&answer));
+  grpc::Status end = stream->Finish();
+  EXPECT_EQ(end.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << end.error_message();
+
+  grpc::ClientContext wrong;
+  wrong.AddMetadata("authorization", "Bearer guess");
+  auto refused = stub->NodeSession(&wrong);
+  rep.mutable_reports(0)->mutable_results(0)->set_idempotency_key(job_id_ +
+                                                                  "/1/0/1");
+  refused->Write(rep);
+  EXPECT_FALSE(refused->Read(&answer));
+  EXPECT_EQ(refused->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(*manager_->CountResults(job_id_, 1), 1);
+}
+
 TEST_F(ServerTest, WrongTokenIsUnauthenticatedAndWritesNothing) {
   auto client = CoordinatorClient::Create(address_, "guess");
   v1::ReportResultsRequest report;

@@ -1,6 +1,5 @@
 #include "coordinator/slurm.h"
 
-
 #include <cmath>
 
 #include "absl/strings/numbers.h"

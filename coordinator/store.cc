@@ -93,7 +93,33 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
 
 Store::~Store() {
   MutexLock lock(&mu_);
+  for (auto& [sql, stmt] : cached_) sqlite3_finalize(stmt);
   sqlite3_close(db_);
+}
+
+sqlite3_stmt* Store::Cached(const char* sql) {
+  sqlite3_stmt*& stmt = cached_[sql];
+  if (stmt == nullptr) {
+    if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt,
+                           nullptr) != SQLITE_OK) {
+      sqlite3_finalize(stmt);
+      stmt = nullptr;
+      cached_.erase(sql);
+      return nullptr;
+    }
+  } else {
+    sqlite3_reset(stmt);
+  }
+  return stmt;
+}
+
+absl::Status Store::ExecCached(const char* sql) {
+  sqlite3_stmt* stmt = Cached(sql);
+  if (stmt == nullptr) return SqlError(db_, sql);
+  const int rc = sqlite3_step(stmt);
+  sqlite3_reset(stmt);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return SqlError(db_, sql);
+  return absl::OkStatus();
 }
 
 absl::Status Store::Exec(const char* sql) {
@@ -123,19 +149,19 @@ absl::Status Store::Commit(const std::function<absl::Status()>& work) {
     ql.unlock();
     {
       MutexLock lock(&mu_);
-      absl::Status begun = Exec("BEGIN IMMEDIATE");
+      absl::Status begun = ExecCached("BEGIN IMMEDIATE");
       if (!begun.ok()) {
         for (Work* b : batch) b->result = begun;
       } else {
         for (Work* b : batch) {
-          Exec("SAVEPOINT work").IgnoreError();
+          ExecCached("SAVEPOINT work").IgnoreError();
           b->result = (*b->fn)();
-          if (!b->result.ok()) Exec("ROLLBACK TO work").IgnoreError();
-          Exec("RELEASE work").IgnoreError();
+          if (!b->result.ok()) ExecCached("ROLLBACK TO work").IgnoreError();
+          ExecCached("RELEASE work").IgnoreError();
         }
-        absl::Status committed = Exec("COMMIT");
+        absl::Status committed = ExecCached("COMMIT");
         if (!committed.ok()) {
-          Exec("ROLLBACK").IgnoreError();
+          ExecCached("ROLLBACK").IgnoreError();
           for (Work* b : batch) {
             if (b->result.ok()) b->result = committed;
           }
@@ -194,53 +220,65 @@ absl::StatusOr<Store::InsertCounts> Store::InsertResults(
 absl::StatusOr<Store::InsertCounts> Store::InsertReport(
     const std::vector<v1::Result>& results, int reporting_rank,
     const RankFinal* final) {
-  InsertCounts counts;
-  if (results.empty() && !final) return counts;
+  if (results.empty() && !final) return InsertCounts();
+  auto counts = InsertReports({ReportPart{&results, reporting_rank, final}});
+  if (!counts.ok()) return counts.status();
+  return counts->front();
+}
+
+absl::StatusOr<std::vector<Store::InsertCounts>> Store::InsertReports(
+    const std::vector<ReportPart>& parts) {
+  std::vector<InsertCounts> counts(parts.size());
   absl::Status s = Commit([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::Status {
-    counts = InsertCounts();
-    if (final) {
-      Statement fin(db_,
-                    "INSERT OR REPLACE INTO rank_finals(job_id, attempt, rank,"
-                    " failure) VALUES(?, ?, ?, ?)");
-      if (!fin.ok()) return SqlError(db_, "prepare rank_finals");
-      std::string blob = final->failure.SerializeAsString();
-      sqlite3_bind_text(fin.get(), 1, final->job_id.c_str(), -1,
-                        SQLITE_TRANSIENT);
-      sqlite3_bind_int(fin.get(), 2, final->attempt);
-      sqlite3_bind_int(fin.get(), 3, final->rank);
-      sqlite3_bind_blob(fin.get(), 4, blob.data(),
-                        static_cast<int>(blob.size()), SQLITE_TRANSIENT);
-      if (sqlite3_step(fin.get()) != SQLITE_DONE)
-        return SqlError(db_, "rank_finals");
-    }
-    if (results.empty()) return absl::OkStatus();
-    Statement st(
-        db_,
+    counts.assign(parts.size(), InsertCounts());
+    sqlite3_stmt* fin = Cached(
+        "INSERT OR REPLACE INTO rank_finals(job_id, attempt, rank,"
+        " failure) VALUES(?, ?, ?, ?)");
+    if (fin == nullptr) return SqlError(db_, "prepare rank_finals");
+    sqlite3_stmt* st = Cached(
         "INSERT OR IGNORE INTO results(idempotency_key, job_id, attempt, rank,"
         " seq, status, busbw_gbps, result) VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
-    if (!st.ok()) return SqlError(db_, "prepare InsertResults");
+    if (st == nullptr) return SqlError(db_, "prepare InsertResults");
     std::string blob;
-    for (const v1::Result& r : results) {
-      r.SerializeToString(&blob);
-      sqlite3_reset(st.get());
-      sqlite3_bind_text(st.get(), 1, r.idempotency_key().c_str(), -1,
-                        SQLITE_TRANSIENT);
-      sqlite3_bind_text(st.get(), 2, r.job_id().c_str(), -1, SQLITE_TRANSIENT);
-      sqlite3_bind_int(st.get(), 3, r.attempt());
-      sqlite3_bind_int(st.get(), 4, reporting_rank);
-      sqlite3_bind_int64(st.get(), 5, r.case_().seq());
-      sqlite3_bind_int(st.get(), 6, r.status());
-      sqlite3_bind_double(st.get(), 7, r.busbw_gbps());
-      sqlite3_bind_blob(st.get(), 8, blob.data(), static_cast<int>(blob.size()),
-                        SQLITE_TRANSIENT);
-      if (sqlite3_step(st.get()) != SQLITE_DONE)
-        return SqlError(db_, "InsertResults");
-      if (sqlite3_changes(db_) == 1) {
-        ++counts.accepted;
-      } else {
-        ++counts.duplicates;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const ReportPart& part = parts[i];
+      if (part.final) {
+        const RankFinal* final = part.final;
+        blob = final->failure.SerializeAsString();
+        sqlite3_reset(fin);
+        sqlite3_bind_text(fin, 1, final->job_id.c_str(), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int(fin, 2, final->attempt);
+        sqlite3_bind_int(fin, 3, final->rank);
+        sqlite3_bind_blob(fin, 4, blob.data(), static_cast<int>(blob.size()),
+                          SQLITE_TRANSIENT);
+        if (sqlite3_step(fin) != SQLITE_DONE)
+          return SqlError(db_, "rank_finals");
+      }
+      sqlite3_reset(fin);
+      if (part.results == nullptr) continue;
+      for (const v1::Result& r : *part.results) {
+        r.SerializeToString(&blob);
+        sqlite3_reset(st);
+        sqlite3_bind_text(st, 1, r.idempotency_key().c_str(), -1,
+                          SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 2, r.job_id().c_str(), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int(st, 3, r.attempt());
+        sqlite3_bind_int(st, 4, part.reporting_rank);
+        sqlite3_bind_int64(st, 5, r.case_().seq());
+        sqlite3_bind_int(st, 6, r.status());
+        sqlite3_bind_double(st, 7, r.busbw_gbps());
+        sqlite3_bind_blob(st, 8, blob.data(), static_cast<int>(blob.size()),
+                          SQLITE_TRANSIENT);
+        if (sqlite3_step(st) != SQLITE_DONE)
+          return SqlError(db_, "InsertResults");
+        if (sqlite3_changes(db_) == 1) {
+          ++counts[i].accepted;
+        } else {
+          ++counts[i].duplicates;
+        }
       }
     }
+    sqlite3_reset(st);
     return absl::OkStatus();
   });
   if (!s.ok()) return s;

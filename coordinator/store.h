@@ -11,6 +11,7 @@
 
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,6 +24,7 @@
 #include "ringmaster/v1/result.pb.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace ringmaster {
 
@@ -61,6 +63,14 @@ class Store {
   absl::StatusOr<InsertCounts> InsertReport(
       const std::vector<v1::Result>& results, int reporting_rank,
       const RankFinal* final);
+  // Several ranks' reports (a node's) in one transaction: counts by part.
+  struct ReportPart {
+    const std::vector<v1::Result>* results = nullptr;
+    int reporting_rank = 0;
+    const RankFinal* final = nullptr;  // the rank's end, when it ended
+  };
+  absl::StatusOr<std::vector<InsertCounts>> InsertReports(
+      const std::vector<ReportPart>& parts);
   absl::StatusOr<std::vector<RankFinal>> RankFinals(const std::string& job_id,
                                                     int attempt);
 
@@ -81,6 +91,12 @@ class Store {
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The statement for `sql` (a string literal), prepared on first use and
+  // kept: the writers' statements run thousands of times a second, and
+  // preparing one costs about as much as running it. Reset, bindings kept.
+  sqlite3_stmt* Cached(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Exec through Cached (statements without results).
+  absl::Status ExecCached(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `work` (with mu_ held) inside a transaction shared with every
   // other writer waiting at the same time: group commit, one fsync for all
   // of them. Returns after the commit, with `work`'s own status.
@@ -98,6 +114,7 @@ class Store {
 
   Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
+  std::map<const char*, sqlite3_stmt*> cached_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ringmaster

@@ -532,8 +532,9 @@ std::optional<Outcome> JobSupervisor::Decide() {
 }
 
 // The end: the launcher exited (mpirun), or every rank reported its end
-// (ranks started elsewhere). `*wait`: the launcher just exited, give late
-// reports a moment to arrive before deciding.
+// (ranks started elsewhere). `*wait`: the launcher just exited before
+// every rank's final report came; give late reports a moment to arrive
+// before deciding.
 std::optional<Outcome> JobSupervisor::DecideEnd(const JobSnapshot& snap,
                                                 absl::Time now, bool* wait) {
   const std::vector<RankStatus>& ranks = snap.ranks;
@@ -542,8 +543,9 @@ std::optional<Outcome> JobSupervisor::DecideEnd(const JobSnapshot& snap,
       ranks.begin(), ranks.end(), [](const RankStatus& r) { return r.final; });
   std::optional<Outcome> ended;
   if (launcher_ && exit_status_) {
-    // Give late reports a moment to arrive, then decide.
-    if (now - exit_seen_ < absl::Milliseconds(300)) {
+    // Give late reports a moment to arrive, then decide; when every rank
+    // has sent its final report, none can be late.
+    if (!all_final && now - exit_seen_ < absl::Milliseconds(300)) {
       *wait = true;
       return std::nullopt;
     }
@@ -581,15 +583,17 @@ std::optional<Outcome> JobSupervisor::WatchRanks(
   const bool rank0_final = !ranks.empty() && ranks[0].final;
   for (const RankStatus& r : ranks) {
     if (r.final) continue;
-    const bool local = r.registered && r.fingerprint.host() == my_host_ &&
-                       r.fingerprint.pid() > 0;
-    if (local && !ProcessAlive(r.fingerprint.pid())) {
+    const bool local = r.registered && r.host == my_host_ && r.pid > 0;
+    if (local && !ProcessAlive(r.pid)) {
       // After rank 0's final report ranks may exit in any order; the
       // launcher's exit status still catches a rank that dies at the end.
       if (rank0_final) continue;
-      return Failed(MakeFailure(
-          v1::WORKER_EXIT, r.rank, r.fingerprint.host(),
-          absl::StrFormat("process %d is gone", r.fingerprint.pid())));
+      return Failed(MakeFailure(v1::WORKER_EXIT, r.rank, r.host,
+                                absl::StrFormat("process %d is gone", r.pid)));
+    }
+    if (r.gone && !rank0_final) {
+      // Seen by its node leader (a rank on another host).
+      return Failed(MakeFailure(v1::WORKER_EXIT, r.rank, r.host, *r.gone));
     }
     const absl::Time seen = std::max(r.last_seen, r.last_progress);
     if (seen != absl::InfinitePast() &&
@@ -602,18 +606,17 @@ std::optional<Outcome> JobSupervisor::WatchRanks(
                             "coordinator's restart",
                             r.rank, silent)));
       }
-      if (local && ProcessAlive(r.fingerprint.pid())) {
+      if (local && ProcessAlive(r.pid)) {
         return Failed(MakeFailure(
-            v1::RANK_HUNG, r.rank, r.fingerprint.host(),
-            absl::StrFormat(
-                "no heartbeat for %.0f s from live process %d%s "
-                "(last case finished: %d)",
-                silent, r.fingerprint.pid(),
-                ProcessStopped(r.fingerprint.pid()) ? " (stopped)" : "",
-                r.progress_seq)));
+            v1::RANK_HUNG, r.rank, r.host,
+            absl::StrFormat("no heartbeat for %.0f s from live process %d%s "
+                            "(last case finished: %d)",
+                            silent, r.pid,
+                            ProcessStopped(r.pid) ? " (stopped)" : "",
+                            r.progress_seq)));
       }
       return Failed(
-          MakeFailure(v1::WORKER_UNREACHABLE, r.rank, r.fingerprint.host(),
+          MakeFailure(v1::WORKER_UNREACHABLE, r.rank, r.host,
                       absl::StrFormat("no heartbeat for %.0f s", silent)));
     }
   }
@@ -656,7 +659,7 @@ std::optional<Outcome> JobSupervisor::StalledRank(
                               culprit->ops);
     return Failed(MakeFailure(
         v1::RANK_HUNG, tie && ranks.size() > 1 ? -1 : culprit->rank,
-        culprit->fingerprint.host(),
+        culprit->host,
         absl::StrFormat("no progress for %.1f s (op timeout %.0f s); %s%s",
                         absl::ToDoubleSeconds(now - newest_progress),
                         limits_.op_timeout_s, where,
@@ -698,8 +701,8 @@ int JobSupervisor::Reap(Outcome* outcome) {
   // clean run), the others are killed now.
   const absl::Time finish_by = absl::Now() + absl::Seconds(10);
   for (const RankStatus& r : ranks) {
-    if (!r.registered || r.fingerprint.host() != my_host_) continue;
-    const pid_t pid = r.fingerprint.pid();
+    if (!r.registered || r.host != my_host_) continue;
+    const pid_t pid = r.pid;
     if (r.final && r.failure.reason() == v1::FAILURE_REASON_UNSPECIFIED) {
       while (ProcessAlive(pid) && absl::Now() < finish_by)
         absl::SleepFor(absl::Milliseconds(20));

@@ -21,11 +21,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/mutex.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/k8s.h"
 #include "coordinator/launcher.h"
 #include "coordinator/slurm.h"
+#include "core/mutex.h"
 
 namespace ringmaster {
 

@@ -30,9 +30,13 @@ bool Transient(const grpc::Status& s) {
 
 class GrpcCoordinatorClient : public CoordinatorClient {
  public:
+  // `local`: a node relay's socket, which may not be up yet: calls wait for
+  // it (up to their deadline) instead of failing at once.
   GrpcCoordinatorClient(std::shared_ptr<grpc::Channel> channel,
-                        const std::string& token)
-      : token_(token), stub_(v1::Coordinator::NewStub(std::move(channel))) {}
+                        const std::string& token, bool local = false)
+      : token_(token),
+        local_(local),
+        stub_(v1::Coordinator::NewStub(std::move(channel))) {}
 
   absl::StatusOr<v1::RegisterResponse> Register(
       const v1::RegisterRequest& request, absl::Duration wait) override {
@@ -115,9 +119,11 @@ class GrpcCoordinatorClient : public CoordinatorClient {
     ctx->set_deadline(std::chrono::system_clock::now() +
                       absl::ToChronoMilliseconds(kCallDeadline));
     ctx->AddMetadata("authorization", "Bearer " + token_);
+    if (local_) ctx->set_wait_for_ready(true);
   }
 
   std::string token_;
+  bool local_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 };
 
@@ -132,6 +138,20 @@ std::unique_ptr<CoordinatorClient> CoordinatorClient::Create(
                                   grpc::InsecureChannelCredentials());
   }
   return std::make_unique<GrpcCoordinatorClient>(*channel, token);
+}
+
+std::unique_ptr<CoordinatorClient> CoordinatorClient::CreateLocal(
+    const std::string& address, const std::string& token) {
+  // The relay starts with its leader, maybe after this rank: reconnect in
+  // tens of milliseconds, not gRPC's default second and more.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 20);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
+  return std::make_unique<GrpcCoordinatorClient>(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                args),
+      token, /*local=*/true);
 }
 
 }  // namespace ringmaster

@@ -21,6 +21,10 @@ class CoordinatorClient {
   // `address` is host:port; `token` goes in every call's metadata.
   static std::unique_ptr<CoordinatorClient> Create(const std::string& address,
                                                    const std::string& token);
+  // The same calls to a node leader's relay (worker/node_relay.h): a local
+  // socket, plaintext.
+  static std::unique_ptr<CoordinatorClient> CreateLocal(
+      const std::string& address, const std::string& token);
   virtual ~CoordinatorClient() = default;
 
   // Register retries until `wait` has passed (the coordinator may still be

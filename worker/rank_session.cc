@@ -32,6 +32,7 @@
 #include "worker/heartbeat.h"
 #include "worker/kinds/kind.h"
 #include "worker/measure.h"
+#include "worker/node_relay.h"
 
 namespace ringmaster {
 namespace {
@@ -130,6 +131,7 @@ class RankSession : public CaseEnv {
   v1::Fingerprint fp_;
   std::vector<v1::Fingerprint> fps_;
   std::vector<std::string> hosts_;
+  std::unique_ptr<NodeRelay> relay_;  // this rank leads its node
   std::unique_ptr<CoordinatorClient> client_;
   v1::RegisterResponse registered_;
   int attempt_ = 1;
@@ -223,8 +225,25 @@ int RankSession::Join(int argc, char** argv) {
 }
 
 int RankSession::Register() {
-  const char* token = std::getenv("RINGMASTER_TOKEN");
-  client_ = CoordinatorClient::Create(args_.coordinator, token ? token : "");
+  const char* env_token = std::getenv("RINGMASTER_TOKEN");
+  const std::string token = env_token ? env_token : "";
+  std::optional<NodePlace> place;
+  if (args_.node_leader) place = NodePlaceFromEnvironment();
+  if (place && place->local_size > 1) {
+    // The node's ranks reach the coordinator through local rank 0's relay.
+    if (place->local_rank == 0) {
+      auto relay =
+          NodeRelay::Start(args_.coordinator, token, args_.job_id, *place);
+      if (!relay.ok()) {
+        return Fail(kExitCoordinator, std::string(relay.status().message()));
+      }
+      relay_ = std::move(*relay);
+    }
+    client_ = CoordinatorClient::CreateLocal(
+        NodeRelayAddress(args_.job_id, *place), token);
+  } else {
+    client_ = CoordinatorClient::Create(args_.coordinator, token);
+  }
   v1::RegisterRequest reg;
   reg.set_job_id(args_.job_id);
   reg.set_rank(rank_);
@@ -573,6 +592,9 @@ void RankSession::Finish() {
   collectives_.reset();
   telemetry_.reset();
   heartbeat_.reset();
+  // A node leader stays until its node's last report is in.
+  if (relay_) relay_->WaitForNode(absl::Seconds(30));
+  relay_.reset();
   control_.reset();
   world_.reset();
   if (!args_.bootstrap) FinishMpi();

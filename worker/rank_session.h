@@ -32,6 +32,10 @@ struct RunArgs {
   int local_ranks = 1;  // ranks this process starts (one per GPU of a pod)
   // Telemetry sampling period (0: off; RINGMASTER_TELEMETRY_MS overrides).
   int telemetry_ms = 100;
+  // One rank per node (local rank 0) speaks to the coordinator for the
+  // node's ranks (worker/node_relay.h), where the launch says which ranks
+  // share a node.
+  bool node_leader = false;
 };
 
 // Runs this process as one rank of `args.job_id`; returns its exit code.

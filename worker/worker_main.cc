@@ -92,6 +92,9 @@ int RunLocalRanks(RunArgs args, int argc, char** argv) {
     if (pid == 0) {  // no threads exist yet: safe to go on in the child
       args.rank = *index * k + i;
       args.local_ranks = 1;
+      // This process's ranks share a node (its node leader is local 0).
+      setenv("RINGMASTER_LOCAL_RANK", std::to_string(i).c_str(), 1);
+      setenv("RINGMASTER_LOCAL_SIZE", std::to_string(k).c_str(), 1);
       std::_Exit(RunRank(args, argc, argv));
     }
     g_children[g_nchildren++] = pid;
@@ -163,6 +166,11 @@ int main(int argc, char** argv) {
   run->add_option("--bootstrap-timeout", args.bootstrap_timeout_s,
                   "Seconds to wait for every rank to start (--bootstrap)")
       ->capture_default_str();
+  run->add_flag("--node-leader", args.node_leader,
+                "Node leaders: local rank 0 of each node registers, meets, "
+                "heartbeats and reports for the node's ranks over one "
+                "connection (where the launcher gives local ranks)")
+      ->envname("RINGMASTER_NODE_LEADER");
   run->add_option("--telemetry-ms", args.telemetry_ms,
                   "Sample this rank's GPU (NVML) or CPUs every N ms while "
                   "cases run; 0: off")

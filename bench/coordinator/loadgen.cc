@@ -1,5 +1,13 @@
 // ringmaster-loadgen: the coordinator under load, on one machine.
 //
+// --nodes N[,N...]: a fleet of simulated nodes (node_fleet.h), each what a
+// node leader sends over a connection of its own: one point per N, with
+// the coordinator's cost per node fitted and extrapolated.
+//
+//   ringmaster-loadgen --nodes 128,512,2048 --ranks-per-node 8 --seconds 30
+//
+// Without --nodes, every simulated rank is a client of its own (the
+// protocol without node leaders):
 // Starts `ringmaster serve --launcher external` on a free loopback port,
 // submits jobs whose ranks are simulated here (N workers in all, spread
 // over a pool of client threads), and for --seconds has every worker send
@@ -25,6 +33,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "bench/coordinator/node_fleet.h"
 #include "coordinator/store.h"
 #include "nlohmann/json.hpp"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
@@ -45,6 +54,124 @@ struct Args {
   std::string json_out;
   std::string data_dir;
 };
+
+// Least squares y = a + b x.
+std::pair<double, double> FitLine(const std::vector<double>& x,
+                                  const std::vector<double>& y) {
+  const double n = static_cast<double>(x.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sx += x[i];
+    sy += y[i];
+    sxx += x[i] * x[i];
+    sxy += x[i] * y[i];
+  }
+  const double den = n * sxx - sx * sx;
+  if (x.size() < 2 || den == 0) return {n > 0 ? sy / n : 0, 0};
+  const double b = (n * sxy - sx * sy) / den;
+  return {(sy - b * sx) / n, b};
+}
+
+// The fleet's points, the fit and the verdict of the largest point.
+int RunFleet(FleetArgs base, const std::vector<int>& sizes,
+             const std::string& json_out) {
+  nlohmann::json points = nlohmann::json::array();
+  for (int nodes : sizes) {
+    FleetArgs a = base;
+    a.nodes = nodes;
+    a.data_dir = testing::ScratchDir(absl::StrFormat("fleet-%d", nodes));
+    std::cerr << absl::StrFormat(
+        "ringmaster-loadgen: %d nodes x %d ranks, %.0f s steady...\n", nodes,
+        a.ranks_per_node, a.seconds);
+    nlohmann::json p = RunNodeFleet(a);
+    if (p.contains("error")) {
+      std::cerr << "ringmaster-loadgen: " << p["error"].get<std::string>()
+                << "\n";
+      return 1;
+    }
+    std::cout << absl::StrFormat(
+        "%6d nodes %6d ranks: register+rendezvous %.2f s, heartbeat p50 %.1f "
+        "/ p99 %.1f ms (a report with its results), %.0f records/s, "
+        "coordinator "
+        "%.2f CPU (%.4f CPU-s per node-minute), RSS %.0f MiB, errors %d, "
+        "durable %s\n",
+        nodes, p["ranks"].get<int>(), p["register_all_s"].get<double>(),
+        p["heartbeat_p50_ms"].get<double>(),
+        p["heartbeat_p99_ms"].get<double>(), p["records_per_s"].get<double>(),
+        p["coordinator_cpu_share"].get<double>(),
+        p["coordinator_cpu_s_per_node_minute"].get<double>(),
+        p["coordinator_rss_mib"].get<double>(), p["errors"].get<int64_t>(),
+        p["durable"].get<bool>() ? "yes" : "NO");
+    points.push_back(p);
+  }
+  // The fit is over the points where the coordinator kept up (heartbeat
+  // p99 within the 100 ms bar): past saturation, queued reports inflate
+  // memory and CPU measures only the ceiling.
+  for (auto& p : points)
+    p["kept_up"] = p["heartbeat_p99_ms"].get<double>() <= 100;
+  int kept_up = 0;
+  for (const auto& p : points) kept_up += p["kept_up"].get<bool>() ? 1 : 0;
+  std::vector<double> x, cpu, rss;
+  for (const auto& p : points) {
+    if (kept_up >= 2 && !p["kept_up"].get<bool>()) continue;
+    x.push_back(p["nodes"].get<double>());
+    cpu.push_back(p["coordinator_cpu_share"].get<double>());
+    rss.push_back(p["coordinator_rss_mib"].get<double>());
+  }
+  const auto [cpu0, cpu1] = FitLine(x, cpu);
+  const auto [rss0, rss1] = FitLine(x, rss);
+  constexpr double kTarget = 16384;  // nodes (of 8 ranks: 131,072 ranks)
+  const double cpu_at = cpu0 + cpu1 * kTarget, rss_at = rss0 + rss1 * kTarget;
+  // Where each resource runs out: one CPU (the coordinator's share, as
+  // pinned here) and the 512 MiB memory bar.
+  const double cpu_limit_nodes = cpu1 > 0 ? (1 - cpu0) / cpu1 : 1e12;
+  const double rss_limit_nodes = rss1 > 0 ? (512 - rss0) / rss1 : 1e12;
+  nlohmann::json fit;
+  fit["points_fitted"] = x.size();
+  fit["coordinator_cpu_share"] = {{"intercept", cpu0}, {"per_node", cpu1}};
+  fit["coordinator_rss_mib"] = {{"intercept", rss0}, {"per_node", rss1}};
+  fit["at_16384_nodes"] = {{"coordinator_cpu_share", cpu_at},
+                           {"coordinator_rss_mib", rss_at}};
+  fit["nodes_at_one_cpu"] = cpu_limit_nodes;
+  fit["nodes_at_512_mib"] = rss_limit_nodes;
+  fit["runs_out_first"] = cpu_limit_nodes <= rss_limit_nodes
+                              ? "coordinator CPU (one core)"
+                              : "coordinator memory (512 MiB)";
+  const nlohmann::json& big = points.back();
+  const bool pass = big["ranks"].get<int>() >= 16384 &&
+                    big["register_all_s"].get<double>() >= 0 &&
+                    big["register_all_s"].get<double>() <= 10 &&
+                    big["heartbeat_p99_ms"].get<double>() <= 100 &&
+                    big["records_per_s"].get<double>() >= 20000 &&
+                    big["errors"].get<int64_t>() == 0 &&
+                    big["coordinator_rss_mib"].get<double>() <= 512 &&
+                    big["durable"].get<bool>();
+  std::cout << absl::StrFormat(
+      "fit: coordinator CPU %.3f + %.2e x nodes (one CPU at %.0f nodes), RSS "
+      "%.0f + %.3f MiB x nodes (512 MiB at %.0f nodes); at 16,384 nodes: "
+      "%.2f CPU, %.0f MiB; runs out first: %s\n"
+      "verdict (%d nodes: ranks >= 16384, register <= 10 s, heartbeat p99 "
+      "<= 100 ms, >= 20000 records/s, no errors, RSS <= 512 MiB, durable): "
+      "%s\n",
+      cpu0, cpu1, cpu_limit_nodes, rss0, rss1, rss_limit_nodes, cpu_at, rss_at,
+      fit["runs_out_first"].get<std::string>(), big["nodes"].get<int>(),
+      pass ? "PASS" : "FAIL");
+  if (!json_out.empty()) {
+    nlohmann::json j;
+    for (const char* key :
+         {"nodes", "ranks", "register_all_s", "heartbeat_p50_ms",
+          "heartbeat_p99_ms", "records_per_s", "errors", "errors_by_code",
+          "coordinator_rss_mib", "coordinator_cpu_s_per_node_minute",
+          "durable"}) {
+      j[key] = big[key];
+    }
+    j["pass"] = pass;
+    j["points"] = points;
+    j["fit"] = fit;
+    std::ofstream(json_out) << j.dump(2) << "\n";
+  }
+  return pass ? 0 : 1;
+}
 
 struct Worker {
   std::string job_id, token;
@@ -77,7 +204,34 @@ int Main(int argc, char** argv) {
   app.add_option("--data", a.data_dir,
                  "Coordinator data folder (default: a "
                  "fresh temporary one)");
+  std::vector<int> fleet_sizes;
+  FleetArgs fleet;
+  app.add_option("--nodes", fleet_sizes,
+                 "Simulate node leaders: one point per node count "
+                 "(comma-separated)")
+      ->delimiter(',');
+  app.add_option("--ranks-per-node", fleet.ranks_per_node,
+                 "Ranks behind each simulated node")
+      ->capture_default_str();
+  app.add_option("--results-per-node", fleet.results_per_report,
+                 "A node's results per interval (--nodes)")
+      ->capture_default_str();
+  app.add_flag("--peers", fleet.peers,
+               "Rendezvous answers list every rank's address (--nodes; "
+               "default: rank 0's blob only, as GPU ranks need)");
+  bool no_pin = false;
+  app.add_flag("--no-pin", no_pin,
+               "Leave the coordinator and the fleet unpinned (--nodes)");
   CLI11_PARSE(app, argc, argv);
+  if (!fleet_sizes.empty()) {
+    fleet.seconds = a.seconds;
+    fleet.interval_s = a.interval_s;
+    fleet.plan = a.plan.empty() ? std::string(RINGMASTER_SOURCE_DIR) +
+                                      "/plans/quickstart.yaml"
+                                : a.plan;
+    fleet.pin = !no_pin;
+    return RunFleet(fleet, fleet_sizes, a.json_out);
+  }
   if (a.plan.empty())
     a.plan = std::string(RINGMASTER_SOURCE_DIR) + "/plans/quickstart.yaml";
   if (a.data_dir.empty()) a.data_dir = testing::ScratchDir("loadgen");
@@ -193,28 +347,8 @@ int Main(int argc, char** argv) {
           rep.set_rank(w.rank);
           rep.set_attempt(1);
           for (int i = 0; i < a.batch; ++i, ++w.seq) {
-            v1::Result* r = rep.add_results();
-            r->set_job_id(w.job_id);
-            r->set_attempt(1);
-            r->mutable_case_()->set_seq(w.seq);
-            // A result of realistic size: the case, statistics, bandwidth.
-            r->mutable_case_()->set_spec_name("allreduce");
-            r->mutable_case_()->set_size_bytes(int64_t{8} << (w.seq % 20));
-            r->set_status(v1::OK);
-            r->set_nranks(a.ranks_per_job);
-            v1::Stats* st = r->mutable_stats();
-            st->set_samples(20);
-            st->set_iters_per_sample(10);
-            st->set_median_s(1.25e-5);
-            st->set_mean_s(1.3e-5);
-            st->set_min_s(1.2e-5);
-            st->set_max_s(1.6e-5);
-            st->set_p95_s(1.5e-5);
-            r->set_algbw_gbps(1.0 * (w.seq % 97));
-            r->set_busbw_gbps(1.5 * (w.seq % 97));
-            r->set_wrong_elements(0);
-            r->set_idempotency_key(
-                absl::StrFormat("%s/1/%d/%d", w.job_id, w.rank, w.seq));
+            *rep.add_results() =
+                LoadResult(w.job_id, w.rank, w.seq, a.ranks_per_job);
           }
           v1::ReportResultsResponse rr;
           auto rctx = testing::Ctx(w.token);
