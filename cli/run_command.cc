@@ -277,6 +277,7 @@ class JobRun {
   void Watch();
   void End();
   std::string CloseResultFiles();
+  void DiscardResultFiles();
   void NoteWriteError();
 
   JobContext& ctx_;
@@ -395,8 +396,14 @@ bool JobRun::Launch() {
                                               std::move(launch), limits);
   if (!launched.ok()) {
     Error(std::string(launched.status().message()));
+    // Nothing ran: no result file stays, and a full disk (the store could
+    // not mark the launch) gives back the reserve so the end is stored.
+    DiscardResultFiles();
+    const bool disk_full =
+        launched.status().code() == absl::StatusCode::kResourceExhausted;
+    if (disk_full) ctx_.reserve->Release();
     v1::Failure f;
-    f.set_reason(v1::WORKER_EXIT);
+    f.set_reason(disk_full ? v1::STORE_ERROR : v1::WORKER_EXIT);
     f.set_rank(-1);
     f.set_detail(std::string(launched.status().message()));
     ctx_.manager.Finish(job_id_, v1::JOB_FAILED, f);
@@ -590,6 +597,17 @@ std::string JobRun::CloseResultFiles() {
     fs::remove(partial, ec);
   }
   return lost;
+}
+
+// Closes and removes the result files of a job that never ran.
+void JobRun::DiscardResultFiles() {
+  if (tuning_) return;
+  for (auto [file, name] : {std::pair{&jsonl_file_, "results.jsonl.partial"},
+                            std::pair{&csv_file_, "results.csv.partial"}}) {
+    file->close();
+    std::error_code ec;
+    fs::remove(job_dir_ / name, ec);
+  }
 }
 
 JobOutcome JobRun::Run() {
