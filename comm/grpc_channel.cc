@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_format.h"
+
 namespace ringmaster {
 
 TlsFiles TlsFiles::FromEnv() {
@@ -13,6 +15,18 @@ TlsFiles TlsFiles::FromEnv() {
   };
   return {get("RINGMASTER_TLS_CA"), get("RINGMASTER_TLS_CERT"),
           get("RINGMASTER_TLS_KEY")};
+}
+
+absl::Status FromGrpc(const grpc::Status& s, const char* call) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      absl::StrFormat("%s: %s", call, s.error_message()));
+}
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                      std::string(s.message()));
 }
 
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {

@@ -24,6 +24,13 @@ struct TlsFiles {
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeCoordinatorChannel(
     const std::string& address, const TlsFiles& tls);
 
+// A gRPC status as an absl::Status with the same code, its message
+// prefixed with the call's name.
+absl::Status FromGrpc(const grpc::Status& s, const char* call);
+
+// An absl::Status as a gRPC status with the same code and message.
+grpc::Status ToGrpc(const absl::Status& s);
+
 // Reads a whole (small) file.
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path);
 

@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "comm/grpc_channel.h"
 #include "coordinator/supervisor.h"
 #include "core/plan.h"
 #include "core/sweep.h"
@@ -25,12 +26,6 @@
 
 namespace ringmaster {
 namespace {
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
-                      std::string(s.message()));
-}
 
 // Constant-time comparison so a token cannot be guessed byte by byte.
 bool SameToken(std::string_view a, std::string_view b) {

@@ -17,18 +17,6 @@
 namespace ringmaster {
 namespace {
 
-absl::StatusOr<int> IntFromEnv(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0')
-    return absl::NotFoundError(std::string(name) + " is not set");
-  int out = 0;
-  if (!absl::SimpleAtoi(v, &out) || out < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: expected a non-negative integer, got \"%s\"", name, v));
-  }
-  return out;
-}
-
 // FNV-1a of the job id and attempt: the same in every rank's process, so
 // connections from another job or attempt are told apart.
 uint64_t Session(const std::string& job_id, int attempt) {
@@ -44,6 +32,18 @@ uint64_t Session(const std::string& job_id, int attempt) {
 }
 
 }  // namespace
+
+absl::StatusOr<int> IntFromEnv(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0')
+    return absl::NotFoundError(std::string(name) + " is not set");
+  int out = 0;
+  if (!absl::SimpleAtoi(v, &out) || out < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: expected a non-negative integer, got \"%s\"", name, v));
+  }
+  return out;
+}
 
 absl::StatusOr<int> RankFromEnvironment() {
   auto rank = IntFromEnv("RINGMASTER_RANK");

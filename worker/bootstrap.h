@@ -25,6 +25,10 @@ namespace ringmaster {
 // (Kubernetes Indexed Jobs); NotFound when neither is set.
 absl::StatusOr<int> RankFromEnvironment();
 
+// The non-negative integer in environment variable `name`: NotFound when
+// unset or empty, InvalidArgument (naming the value) otherwise.
+absl::StatusOr<int> IntFromEnv(const char* name);
+
 // The world size from RINGMASTER_WORLD_SIZE; NotFound when unset.
 absl::StatusOr<int> WorldSizeFromEnvironment();
 

@@ -17,12 +17,6 @@ constexpr absl::Duration kCallDeadline = absl::Seconds(5);
 // Long enough to ride out a coordinator restart.
 constexpr absl::Duration kReportRetryFor = absl::Seconds(60);
 
-absl::Status FromGrpc(const grpc::Status& s, const char* call) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      absl::StrFormat("%s: %s", call, s.error_message()));
-}
-
 bool Transient(const grpc::Status& s) {
   return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
          s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;

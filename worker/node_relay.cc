@@ -19,28 +19,14 @@
 #include "core/placement.h"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
 #include "spdlog/spdlog.h"
+#include "worker/bootstrap.h"
 
 namespace ringmaster {
 namespace {
 
 std::optional<int> EnvInt(const char* name) {
-  const char* v = std::getenv(name);
-  int out = 0;
-  if (v == nullptr || !absl::SimpleAtoi(v, &out) || out < 0)
-    return std::nullopt;
-  return out;
-}
-
-absl::Status FromGrpc(const grpc::Status& s, const char* call) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      absl::StrFormat("%s: %s", call, s.error_message()));
-}
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
-                      std::string(s.message()));
+  absl::StatusOr<int> v = IntFromEnv(name);
+  return v.ok() ? std::optional<int>(*v) : std::nullopt;
 }
 
 // A local call waiting for the coordinator's answer.
