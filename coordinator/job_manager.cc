@@ -28,11 +28,6 @@ absl::Status CheckRank(const v1::Job& job, int rank) {
 
 }  // namespace
 
-bool TerminalState(v1::JobState s) {
-  return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED ||
-         s == v1::JOB_CANCELLED;
-}
-
 v1::Job JobSummary(const v1::Job& job) {
   v1::Job out = job;
   out.clear_plan();
@@ -505,59 +500,99 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
 
 absl::StatusOr<v1::NodeReportResponse> JobManager::NodeReport(
     const v1::NodeReportRequest& req) {
-  std::vector<std::vector<v1::Result>> results(req.reports_size());
-  std::vector<Store::RankFinal> finals(req.reports_size());
-  std::vector<Store::ReportPart> parts(req.reports_size());
-  v1::NodeReportResponse resp;
+  return std::move(NodeReports({&req}).front());
+}
+
+// One node report's checks and heartbeats under mu_: its results to store
+// into `results`/`finals`, its answer so far into `resp`.
+absl::Status JobManager::PrepareNodeReportLocked(
+    const v1::NodeReportRequest& req, absl::Time now,
+    std::vector<std::vector<v1::Result>>* results,
+    std::vector<Store::RankFinal>* finals, v1::NodeReportResponse* resp) {
+  JobRecord* rec = Find(req.job_id());
+  if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
+  bool cancel = false;
+  for (const v1::HeartbeatRequest& hb : req.heartbeats()) {
+    if (hb.job_id() != req.job_id()) {
+      return absl::InvalidArgumentError(
+          "node report: a rank of another job in the request");
+    }
+    RM_RETURN_IF_ERROR(CheckRank(rec->job, hb.rank()));
+    cancel = HeartbeatLocked(rec, hb, now) || cancel;
+  }
+  for (const v1::RankGone& g : req.gone()) {
+    RM_RETURN_IF_ERROR(CheckRank(rec->job, g.rank()));
+    RankStatus& rank = rec->ranks[g.rank()];
+    if (!rank.final && !rank.gone) {
+      rank.gone = g.detail().substr(0, 256);
+      ++rec->version;
+    }
+  }
+  results->assign(req.reports_size(), {});
+  finals->assign(req.reports_size(), {});
+  for (int i = 0; i < req.reports_size(); ++i) {
+    const v1::ReportResultsRequest& rep = req.reports(i);
+    if (rep.job_id() != req.job_id()) {
+      return absl::InvalidArgumentError(
+          "node report: a report of another job in the request");
+    }
+    RM_RETURN_IF_ERROR(PrepareReportLocked(*rec, rep, &(*results)[i]));
+    (*finals)[i] = FinalMark(rep);
+  }
+  resp->set_cancel(cancel || TerminalState(rec->job.state()) ||
+                   rec->cancel_requested);
+  return absl::OkStatus();
+}
+
+std::vector<absl::StatusOr<v1::NodeReportResponse>> JobManager::NodeReports(
+    const std::vector<const v1::NodeReportRequest*>& reqs) {
+  const size_t n = reqs.size();
+  std::vector<absl::StatusOr<v1::NodeReportResponse>> out(
+      n, v1::NodeReportResponse());
+  std::vector<std::vector<std::vector<v1::Result>>> results(n);
+  std::vector<std::vector<Store::RankFinal>> finals(n);
   {
     MutexLock lock(&mu_);
-    JobRecord* rec = Find(req.job_id());
-    if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
     const absl::Time now = absl::Now();
-    bool cancel = false;
-    for (const v1::HeartbeatRequest& hb : req.heartbeats()) {
-      if (hb.job_id() != req.job_id()) {
-        return absl::InvalidArgumentError(
-            "node report: a rank of another job in the request");
-      }
-      RM_RETURN_IF_ERROR(CheckRank(rec->job, hb.rank()));
-      cancel = HeartbeatLocked(rec, hb, now) || cancel;
+    for (size_t k = 0; k < n; ++k) {
+      absl::Status s = PrepareNodeReportLocked(*reqs[k], now, &results[k],
+                                               &finals[k], &*out[k]);
+      if (!s.ok()) out[k] = s;
     }
-    for (const v1::RankGone& g : req.gone()) {
-      RM_RETURN_IF_ERROR(CheckRank(rec->job, g.rank()));
-      RankStatus& rank = rec->ranks[g.rank()];
-      if (!rank.final && !rank.gone) {
-        rank.gone = g.detail().substr(0, 256);
-        ++rec->version;
-      }
-    }
+  }
+  // Every accepted report's results in one transaction, before answering.
+  std::vector<Store::ReportPart> parts;
+  for (size_t k = 0; k < n; ++k) {
+    if (!out[k].ok()) continue;
+    const v1::NodeReportRequest& req = *reqs[k];
     for (int i = 0; i < req.reports_size(); ++i) {
       const v1::ReportResultsRequest& rep = req.reports(i);
-      if (rep.job_id() != req.job_id()) {
-        return absl::InvalidArgumentError(
-            "node report: a report of another job in the request");
-      }
-      RM_RETURN_IF_ERROR(PrepareReportLocked(*rec, rep, &results[i]));
-      finals[i] = FinalMark(rep);
-      parts[i] = {&results[i], rep.rank(), rep.final() ? &finals[i] : nullptr};
+      parts.push_back(
+          {&results[k][i], rep.rank(), rep.final() ? &finals[k][i] : nullptr});
     }
-    resp.set_cancel(cancel || TerminalState(rec->job.state()) ||
-                    rec->cancel_requested);
   }
-  if (parts.empty()) return resp;
-  // Every report of the node in one transaction, before acknowledging.
+  if (parts.empty()) return out;
   auto counts = store_->InsertReports(parts);
   if (!counts.ok()) {
-    NoteStoreFailure(req.job_id(), counts.status());
-    return counts.status();
+    for (size_t k = 0; k < n; ++k) {
+      if (!out[k].ok() || reqs[k]->reports().empty()) continue;
+      NoteStoreFailure(reqs[k]->job_id(), counts.status());
+      out[k] = counts.status();
+    }
+    return out;
   }
   MutexLock lock(&mu_);
-  JobRecord* rec = Find(req.job_id());
-  for (int i = 0; i < req.reports_size(); ++i) {
-    *resp.add_reports() = ApplyReportLocked(
-        rec, req.reports(i), std::move(results[i]), (*counts)[i]);
+  size_t part = 0;
+  for (size_t k = 0; k < n; ++k) {
+    if (!out[k].ok()) continue;
+    const v1::NodeReportRequest& req = *reqs[k];
+    JobRecord* rec = Find(req.job_id());
+    for (int i = 0; i < req.reports_size(); ++i, ++part) {
+      *out[k]->add_reports() = ApplyReportLocked(
+          rec, req.reports(i), std::move(results[k][i]), (*counts)[part]);
+    }
   }
-  return resp;
+  return out;
 }
 
 absl::StatusOr<v1::Job> JobManager::GetJob(const std::string& job_id) {

@@ -68,8 +68,6 @@ struct JobSnapshot {
   v1::Case last_case;    // of the latest stored result
 };
 
-bool TerminalState(v1::JobState state);
-
 // A job's fields without its plan and cases (for listings and streams).
 v1::Job JobSummary(const v1::Job& job);
 
@@ -119,6 +117,11 @@ class JobManager {
       const v1::RendezvousNodeRequest& request);
   absl::StatusOr<v1::NodeReportResponse> NodeReport(
       const v1::NodeReportRequest& request);
+  // Several nodes' reports (of any jobs): each checked on its own (an
+  // error answers that request only), the results of all of them stored in
+  // one transaction; an answer per request, in order.
+  std::vector<absl::StatusOr<v1::NodeReportResponse>> NodeReports(
+      const std::vector<const v1::NodeReportRequest*>& requests);
 
   // User calls.
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
@@ -202,6 +205,11 @@ class JobManager {
       std::vector<v1::Result> results, const Store::InsertCounts& counts)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static Store::RankFinal FinalMark(const v1::ReportResultsRequest& req);
+  absl::Status PrepareNodeReportLocked(
+      const v1::NodeReportRequest& req, absl::Time now,
+      std::vector<std::vector<v1::Result>>* results,
+      std::vector<Store::RankFinal>* finals, v1::NodeReportResponse* resp)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteStoreFailure(const std::string& job_id, const absl::Status& status);
   // Touches only `rec` (not yet, or still, in jobs_ under the caller's lock).
   static void ResetRanks(JobRecord* rec);

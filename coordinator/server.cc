@@ -221,11 +221,79 @@ class BlockingPool {
   std::vector<std::thread> threads_;
 };
 
+// Node reports with results, stored together: one thread takes every
+// report queued while it stored the last ones and hands them to the job
+// manager as one batch (one transaction); each report's answer goes to its
+// callback. One writer instead of a thread per report waiting on the
+// store: at cluster scale the waits' context switches cost more than the
+// commits.
+class ReportBatcher {
+ public:
+  using Done = std::function<void(absl::StatusOr<v1::NodeReportResponse>)>;
+  explicit ReportBatcher(JobManager* manager)
+      : manager_(manager), thread_([this] { Loop(); }) {}
+  ~ReportBatcher() { Stop(); }
+  // Answers what is queued, then joins the thread; once only.
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  void Submit(std::shared_ptr<const v1::NodeReportRequest> req, Done done) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back({std::move(req), std::move(done)});
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  struct Item {
+    std::shared_ptr<const v1::NodeReportRequest> req;
+    Done done;
+  };
+  // At most this many reports in one transaction, so the first of a long
+  // queue is not held for all of them.
+  static constexpr size_t kMaxBatch = 512;
+
+  void Loop() {
+    std::vector<Item> batch;
+    std::vector<const v1::NodeReportRequest*> reqs;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, and nothing left
+        const size_t take = std::min(queue_.size(), kMaxBatch);
+        batch.assign(std::make_move_iterator(queue_.begin()),
+                     std::make_move_iterator(queue_.begin() + take));
+        queue_.erase(queue_.begin(), queue_.begin() + take);
+      }
+      reqs.clear();
+      for (const Item& item : batch) reqs.push_back(item.req.get());
+      auto answers = manager_->NodeReports(reqs);
+      for (size_t i = 0; i < batch.size(); ++i)
+        batch[i].done(std::move(answers[i]));
+      batch.clear();
+    }
+  }
+
+  JobManager* manager_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the rest is built
+};
+
 // One node leader's NodeSession stream. Reads continue while earlier
 // messages are processed: heartbeats are answered at once on gRPC's thread,
-// messages with reports from the blocking pool after their commit; answers
+// messages with reports by the report batcher after their commit; answers
 // are written one at a time in the order they are ready. Deleted once gRPC
-// is done with it and no pool task holds it.
+// is done with it and the batcher holds none of its messages.
 class NodeSessionReactor
     : public grpc::ServerBidiReactor<v1::NodeReportRequest,
                                      v1::NodeReportResponse> {
@@ -234,8 +302,10 @@ class NodeSessionReactor
   using Auth = std::function<absl::Status(const std::string&)>;
   using Process = std::function<absl::StatusOr<v1::NodeReportResponse>(
       const v1::NodeReportRequest&)>;
-  NodeSessionReactor(Auth auth, Process process, BlockingPool* pool)
-      : auth_(std::move(auth)), process_(std::move(process)), pool_(pool) {
+  NodeSessionReactor(Auth auth, Process process, ReportBatcher* batcher)
+      : auth_(std::move(auth)),
+        process_(std::move(process)),
+        batcher_(batcher) {
     StartRead(&in_);
   }
 
@@ -270,10 +340,12 @@ class NodeSessionReactor
       std::lock_guard<std::mutex> lock(mu_);
       ++holds_;
     }
-    pool_->Run([this, req] {
-      Answer(process_(*req), req->seq());
-      Release();
-    });
+    const int64_t seq = req->seq();
+    batcher_->Submit(std::move(req),
+                     [this, seq](absl::StatusOr<v1::NodeReportResponse> resp) {
+                       Answer(std::move(resp), seq);
+                       Release();
+                     });
   }
 
   void OnWriteDone(bool ok) override {
@@ -323,7 +395,7 @@ class NodeSessionReactor
     StartWrite(&out_);
   }
   // After the leader closed its side, the stream ends once every answer
-  // is written (none pending in the pool).
+  // is written (none pending in the batcher).
   void MaybeFinishLocked() {
     if (read_closed_ && !writing_ && outbox_.empty() && holds_ == 1)
       EndLocked(grpc::Status::OK);
@@ -351,13 +423,13 @@ class NodeSessionReactor
 
   Auth auth_;
   Process process_;
-  BlockingPool* pool_;
+  ReportBatcher* batcher_;
   v1::NodeReportRequest in_;
   v1::NodeReportResponse out_;
   std::string job_id_;  // set by the first message (gRPC's read thread)
   std::mutex mu_;
   std::deque<v1::NodeReportResponse> outbox_;
-  int holds_ = 1;  // gRPC's (until OnDone) and one per pool task
+  int holds_ = 1;  // gRPC's (until OnDone) and one per batched message
   bool writing_ = false, read_closed_ = false, ended_ = false, done_ = false;
   std::optional<grpc::Status> pending_end_;
 };
@@ -422,9 +494,20 @@ class Service final : public v1::Coordinator::CallbackService {
         return Assign(manager_->NodeReport(*req), resp);
       });
     }
-    return RespondFromPool(ctx, req->job_id(), [this, req, resp] {
-      return Assign(manager_->NodeReport(*req), resp);
-    });
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    auto caller = Authenticate(*ctx, kWorkerCall, req->job_id());
+    if (!caller.ok()) {
+      reactor->Finish(ToGrpc(caller.status()));
+      return reactor;
+    }
+    // The request lives until Finish: the batcher may point at it.
+    batcher_.Submit(
+        std::shared_ptr<const v1::NodeReportRequest>(std::shared_ptr<void>(),
+                                                     req),
+        [reactor, resp](absl::StatusOr<v1::NodeReportResponse> answer) {
+          reactor->Finish(ToGrpc(Assign(std::move(answer), resp)));
+        });
+    return reactor;
   }
   grpc::ServerBidiReactor<v1::NodeReportRequest, v1::NodeReportResponse>*
   NodeSession(grpc::CallbackServerContext* ctx) override {
@@ -435,7 +518,7 @@ class Service final : public v1::Coordinator::CallbackService {
         [this](const v1::NodeReportRequest& req) {
           return manager_->NodeReport(req);
         },
-        &pool_);
+        &batcher_);
   }
   grpc::ServerUnaryReactor* SubmitPlan(grpc::CallbackServerContext* ctx,
                                        const v1::SubmitPlanRequest* req,
@@ -530,9 +613,10 @@ class Service final : public v1::Coordinator::CallbackService {
         });
   }
 
-  // Ends the handlers' pool and the watch streams' thread (after the server
-  // stopped taking calls, before it is deleted).
+  // Ends the report batcher, the handlers' pool and the watch streams'
+  // thread (after the server stopped taking calls, before it is deleted).
   void StopThreads() {
+    batcher_.Stop();
     pool_.Stop();
     hub_.StopThread();
   }
@@ -653,6 +737,7 @@ class Service final : public v1::Coordinator::CallbackService {
   ServerOptions options_;
   WatchHub hub_;
   BlockingPool pool_{32};
+  ReportBatcher batcher_{manager_};
 };
 
 class GrpcCoordinatorServer : public CoordinatorServer {

@@ -39,6 +39,11 @@ class Statement {
 
 }  // namespace
 
+bool TerminalState(v1::JobState s) {
+  return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED ||
+         s == v1::JOB_CANCELLED;
+}
+
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(
@@ -63,7 +68,9 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
       " job_id TEXT PRIMARY KEY, state INTEGER NOT NULL, created_at TEXT,"
       " finished_at TEXT, job BLOB NOT NULL)",
       "CREATE TABLE IF NOT EXISTS results ("
-      " idempotency_key TEXT PRIMARY KEY, job_id TEXT NOT NULL, attempt "
+      // Keys are unique by the in-memory check (see store.h); a store
+      // made before has them as the primary key, which still holds.
+      " idempotency_key TEXT NOT NULL, job_id TEXT NOT NULL, attempt "
       "INTEGER,"
       " rank INTEGER, seq INTEGER, status INTEGER, busbw_gbps REAL,"
       " result BLOB NOT NULL)",
@@ -88,10 +95,63 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
     return absl::DataLossError(
         absl::StrFormat("%s: quick_check: %s", path, verdict));
   }
+  store->StartCheckpointer(path);
   return store;
 }
 
+// Checkpoints on a connection of their own, off the writers' path: a
+// checkpoint inside a commit (SQLite's default, every 1000 pages) held
+// every writer for its length. The commit hook asks for one; past
+// kInlineCheckpointPages (the thread fell behind) the writer checkpoints
+// itself, as SQLite would.
+void Store::StartCheckpointer(const std::string& path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) !=
+      SQLITE_OK) {
+    sqlite3_close(db);
+    return;  // SQLite's own checkpoints stay on
+  }
+  checkpoint_db_ = db;
+  sqlite3_wal_hook(
+      db_,
+      [](void* self, sqlite3* db, const char*, int frames) -> int {
+        auto* store = static_cast<Store*>(self);
+        if (frames >= kInlineCheckpointPages) {
+          sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE,
+                                    nullptr, nullptr);
+        } else if (frames >= kCheckpointPages) {
+          std::lock_guard<std::mutex> lock(store->checkpoint_mu_);
+          store->checkpoint_wanted_ = true;
+          store->checkpoint_cv_.notify_one();
+        }
+        return SQLITE_OK;
+      },
+      this);
+  checkpointer_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(checkpoint_mu_);
+    for (;;) {
+      checkpoint_cv_.wait(
+          lock, [this] { return checkpoint_wanted_ || checkpoint_stop_; });
+      if (checkpoint_stop_) return;
+      checkpoint_wanted_ = false;
+      lock.unlock();
+      sqlite3_wal_checkpoint_v2(checkpoint_db_, nullptr,
+                                SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      lock.lock();
+    }
+  });
+}
+
 Store::~Store() {
+  if (checkpointer_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(checkpoint_mu_);
+      checkpoint_stop_ = true;
+    }
+    checkpoint_cv_.notify_one();
+    checkpointer_.join();
+  }
+  sqlite3_close(checkpoint_db_);
   MutexLock lock(&mu_);
   for (auto& [sql, stmt] : cached_) sqlite3_finalize(stmt);
   sqlite3_close(db_);
@@ -154,19 +214,25 @@ absl::Status Store::Commit(const std::function<absl::Status()>& work) {
         for (Work* b : batch) b->result = begun;
       } else {
         for (Work* b : batch) {
+          const size_t mark = added_.size();
           ExecCached("SAVEPOINT work").IgnoreError();
           b->result = (*b->fn)();
-          if (!b->result.ok()) ExecCached("ROLLBACK TO work").IgnoreError();
+          if (!b->result.ok()) {
+            ExecCached("ROLLBACK TO work").IgnoreError();
+            ForgetKeys(mark);
+          }
           ExecCached("RELEASE work").IgnoreError();
         }
         absl::Status committed = ExecCached("COMMIT");
         if (!committed.ok()) {
           ExecCached("ROLLBACK").IgnoreError();
+          ForgetKeys(0);
           for (Work* b : batch) {
             if (b->result.ok()) b->result = committed;
           }
         }
       }
+      added_.clear();
     }
     ql.lock();
     for (Work* b : batch) b->done = true;
@@ -174,6 +240,39 @@ absl::Status Store::Commit(const std::function<absl::Status()>& work) {
     queue_cv_.notify_all();
   }
   return w.result;
+}
+
+absl::StatusOr<absl::flat_hash_set<std::string>*> Store::KeysOf(
+    const std::string& job_id) {
+  auto [it, inserted] = keys_.try_emplace(job_id);
+  if (!inserted) return &it->second;
+  sqlite3_stmt* st =
+      Cached("SELECT idempotency_key FROM results WHERE job_id = ?");
+  if (st == nullptr) {
+    keys_.erase(it);
+    return SqlError(db_, "prepare KeysOf");
+  }
+  sqlite3_bind_text(st, 1, job_id.c_str(), -1, SQLITE_TRANSIENT);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    it->second.emplace(
+        reinterpret_cast<const char*>(sqlite3_column_text(st, 0)),
+        sqlite3_column_bytes(st, 0));
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) {
+    keys_.erase(it);
+    return SqlError(db_, "KeysOf");
+  }
+  return &it->second;
+}
+
+void Store::ForgetKeys(size_t mark) {
+  while (added_.size() > mark) {
+    auto it = keys_.find(added_.back().first);
+    if (it != keys_.end()) it->second.erase(added_.back().second);
+    added_.pop_back();
+  }
 }
 
 absl::Status Store::PutJob(const v1::Job& job) {
@@ -192,6 +291,8 @@ absl::Status Store::PutJob(const v1::Job& job) {
     sqlite3_bind_blob(st.get(), 5, blob.data(), static_cast<int>(blob.size()),
                       SQLITE_TRANSIENT);
     if (sqlite3_step(st.get()) != SQLITE_DONE) return SqlError(db_, "PutJob");
+    // An ended job takes no more results: its keys leave memory.
+    if (TerminalState(job.state())) keys_.erase(job.job_id());
     return absl::OkStatus();
   });
 }
@@ -236,7 +337,7 @@ absl::StatusOr<std::vector<Store::InsertCounts>> Store::InsertReports(
         " failure) VALUES(?, ?, ?, ?)");
     if (fin == nullptr) return SqlError(db_, "prepare rank_finals");
     sqlite3_stmt* st = Cached(
-        "INSERT OR IGNORE INTO results(idempotency_key, job_id, attempt, rank,"
+        "INSERT INTO results(idempotency_key, job_id, attempt, rank,"
         " seq, status, busbw_gbps, result) VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
     if (st == nullptr) return SqlError(db_, "prepare InsertResults");
     std::string blob;
@@ -257,6 +358,14 @@ absl::StatusOr<std::vector<Store::InsertCounts>> Store::InsertReports(
       sqlite3_reset(fin);
       if (part.results == nullptr) continue;
       for (const v1::Result& r : *part.results) {
+        absl::StatusOr<absl::flat_hash_set<std::string>*> keys =
+            KeysOf(r.job_id());
+        if (!keys.ok()) return keys.status();
+        if (!(*keys)->insert(r.idempotency_key()).second) {
+          ++counts[i].duplicates;
+          continue;
+        }
+        added_.emplace_back(r.job_id(), r.idempotency_key());
         r.SerializeToString(&blob);
         sqlite3_reset(st);
         sqlite3_bind_text(st, 1, r.idempotency_key().c_str(), -1,
@@ -271,11 +380,7 @@ absl::StatusOr<std::vector<Store::InsertCounts>> Store::InsertReports(
                           SQLITE_TRANSIENT);
         if (sqlite3_step(st) != SQLITE_DONE)
           return SqlError(db_, "InsertResults");
-        if (sqlite3_changes(db_) == 1) {
-          ++counts[i].accepted;
-        } else {
-          ++counts[i].duplicates;
-        }
+        ++counts[i].accepted;
       }
     }
     sqlite3_reset(st);

@@ -4,6 +4,10 @@
 // to query them. A result is identified by its idempotency key
 // (job/attempt/rank/seq): inserting it twice stores it once. InsertResults
 // returns only after the transaction committed, so callers may acknowledge.
+// The keys of the jobs being written to are held in memory (read from the
+// store at a job's first insert, dropped when PutJob stores the job
+// ended), so the results table needs no index on them: keys arrive in no
+// order, and their index dirtied about one page per result.
 // Writers that arrive together share one transaction (group commit).
 // Thread-safe (one connection behind a mutex).
 #ifndef RINGMASTER_COORDINATOR_STORE_H_
@@ -15,9 +19,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "core/mutex.h"
 #include "ringmaster/v1/coordinator.pb.h"
@@ -27,6 +34,9 @@ struct sqlite3;
 struct sqlite3_stmt;
 
 namespace ringmaster {
+
+// Succeeded, failed or cancelled: the job takes no more results.
+bool TerminalState(v1::JobState state);
 
 class Store {
  public:
@@ -90,6 +100,10 @@ class Store {
 
  private:
   explicit Store(sqlite3* db) : db_(db) {}
+  // Moves WAL checkpoints to a thread of their own (see store.cc).
+  void StartCheckpointer(const std::string& path);
+  static constexpr int kCheckpointPages = 1000;
+  static constexpr int kInlineCheckpointPages = 20000;
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The statement for `sql` (a string literal), prepared on first use and
   // kept: the writers' statements run thousands of times a second, and
@@ -112,8 +126,26 @@ class Store {
   std::vector<Work*> queue_ ABSL_GUARDED_BY(queue_mu_);
   bool committing_ ABSL_GUARDED_BY(queue_mu_) = false;
 
+  // The stored keys of `job_id`'s results, read from the store on first use.
+  absl::StatusOr<absl::flat_hash_set<std::string>*> KeysOf(
+      const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the keys claimed since added_ had `mark` entries (their
+  // inserts were rolled back).
+  void ForgetKeys(size_t mark) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> keys_
+      ABSL_GUARDED_BY(mu_);
+  // The checkpointer: its connection and thread, woken by the WAL hook.
+  sqlite3* checkpoint_db_ = nullptr;
+  std::mutex checkpoint_mu_;
+  std::condition_variable checkpoint_cv_;
+  bool checkpoint_wanted_ = false;
+  bool checkpoint_stop_ = false;
+  std::thread checkpointer_;
+  // Keys claimed by the transaction under way: (job id, key).
+  std::vector<std::pair<std::string, std::string>> added_ ABSL_GUARDED_BY(mu_);
   std::map<const char*, sqlite3_stmt*> cached_ ABSL_GUARDED_BY(mu_);
 };
 

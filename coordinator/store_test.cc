@@ -85,6 +85,44 @@ TEST_F(StoreTest, ResultsAreIdempotentAndSurviveReopen) {
             absl::StatusCode::kNotFound);
 }
 
+// Keys are checked in memory: a key stored before a reopen, before its job
+// ended and was stored again, or earlier in the same report is still a
+// duplicate, and the table holds each key once.
+TEST_F(StoreTest, KeysStayUniqueAcrossReopenJobEndAndWithinAReport) {
+  {
+    auto store = Store::Open(path_);
+    ASSERT_TRUE(store.ok());
+    auto counts = (*store)->InsertResults(
+        {MakeResult("j1", 0), MakeResult("j1", 1), MakeResult("j1", 1)}, 0);
+    ASSERT_TRUE(counts.ok());
+    EXPECT_EQ(counts->accepted, 2);
+    EXPECT_EQ(counts->duplicates, 1);
+  }
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok());
+  auto counts = (*store)->InsertResults(
+      {MakeResult("j1", 0), MakeResult("j1", 2), MakeResult("j2", 0)}, 0);
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->accepted, 2);
+  EXPECT_EQ(counts->duplicates, 1);
+  v1::Job job;
+  job.set_job_id("j1");
+  job.set_state(v1::JOB_SUCCEEDED);
+  ASSERT_TRUE((*store)->PutJob(job).ok());
+  counts =
+      (*store)->InsertResults({MakeResult("j1", 2), MakeResult("j1", 3)}, 0);
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->accepted, 1);
+  EXPECT_EQ(counts->duplicates, 1);
+  auto results = (*store)->Results("j1", -1, 0);
+  ASSERT_TRUE(results.ok());
+  ASSERT_EQ(results->size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ((*results)[i].case_().seq(), i);
+  auto other = (*store)->Results("j2", -1, 0);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->size(), 1u);
+}
+
 TEST_F(StoreTest, UnopenablePathIsAnError) {
   auto store = Store::Open((dir_ / "missing-dir" / "x.db").string());
   EXPECT_FALSE(store.ok());

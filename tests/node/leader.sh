@@ -8,7 +8,8 @@
 # then, on a long plan, a killed non-leader rank (rank 3) and a killed
 # leader (rank 2, whose relay goes with it) each fail the job naming that
 # rank, within 2 s for the non-leader and within the heartbeat timeout (3 s
-# here) plus 2 s for the leader.
+# here) plus 2 s for the leader; a stopped rank, leader or not, is named
+# hung within the heartbeat timeout plus 4 s.
 #   tests/node/leader.sh BIN_DIR
 set -uo pipefail
 bin=$(cd "${1:?the folder with the ringmaster binary}" && pwd)
@@ -64,28 +65,29 @@ echo "figure node_registrations $calls for 2 nodes x 2 ranks"
 [ "$calls" -eq 2 ] || fail "$calls node registrations for 2 nodes"
 grep -q "leader of 2 local rank(s)" "$work/rank0.log" || fail "rank 0 did not lead node-0"
 grep -q "leader of 2 local rank(s)" "$work/rank2.log" || fail "rank 2 did not lead node-1"
-# A killed rank: once the ranks have met, SIGKILL it; time until the job is
-# FAILED naming it.
-kill_one() {  # kill_one RANK: prints "seconds status"
+# A killed or stopped rank: once the ranks have met, send it the signal;
+# time until the job is FAILED naming it.
+signal_one() {  # signal_one RANK SIGNAL: prints "seconds status"
   "$R" submit --np 4 --backend host --json "$root/tests/plans/service-long.yaml" > "$work/sub"
   local j t
   j=$(tail -1 "$work/sub")
   t=$(head -1 "$work/sub" | python3 -c 'import json,sys; print(json.load(sys.stdin)["worker_token"])')
-  start_ranks "$j" "$t" "k$1-"
+  start_ranks "$j" "$t" "k$1$2-"
   for _ in $(seq 200); do
-    grep -q "bootstrapped" "$work/k$1-$1.log" 2>/dev/null && break
+    grep -q "bootstrapped" "$work/k$1$2-$1.log" 2>/dev/null && break
     sleep 0.05
   done
   sleep 0.5
   local t0
   t0=$(date +%s.%N)
-  kill -9 "${pids[$1]}"
+  kill "-$2" "${pids[$1]}"
   local st
   st=$(final_state "$j")
   echo "$(python3 -c "print(round($(date +%s.%N) - $t0, 2))") $st"
   kill -9 "${pids[@]}" 2>/dev/null
   wait "${pids[@]}" 2>/dev/null
 }
+kill_one() { signal_one "$1" KILL; }
 read -r secs rest < <(kill_one 3)
 echo "figure node_leader_killed_non_leader_named_s $secs ($rest)"
 if ! [[ $rest =~ FAILED.*"rank 3" ]]; then fail "killed rank 3: $rest"; fi
@@ -94,6 +96,18 @@ read -r secs rest < <(kill_one 2)
 echo "figure node_leader_killed_leader_named_s $secs ($rest)"
 if ! [[ $rest =~ FAILED.*"rank 2" ]]; then fail "killed leader rank 2: $rest"; fi
 python3 -c "import sys; sys.exit(0 if $secs <= 5 else 1)" || fail "leader rank 2 named after $secs s"
+# A stopped rank (SIGSTOP) heartbeats no more: named hung within the
+# heartbeat timeout (3 s) + 4 s, whether its node's leader relays for it
+# (rank 3) or it is the leader (rank 2; rank 3 is then silent too, but
+# alive and not the one stopped).
+for r in 3 2; do
+  read -r secs rest < <(signal_one "$r" STOP)
+  echo "figure node_leader_stopped_rank${r}_named_s $secs ($rest)"
+  if ! [[ $rest =~ FAILED.*[Hh]ung.*"rank $r" || $rest =~ FAILED.*"rank $r".*[Hh]ung ]]; then
+    fail "stopped rank $r: $rest"
+  fi
+  python3 -c "import sys; sys.exit(0 if $secs <= 7 else 1)" || fail "stopped rank $r named after $secs s"
+done
 
 if [ "$status" -ne 0 ]; then
   tail -n 5 "$work/serve.log" "$work"/rank*.log
