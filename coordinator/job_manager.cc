@@ -372,7 +372,7 @@ absl::StatusOr<v1::HeartbeatResponse> JobManager::Heartbeat(
 
 absl::Status JobManager::PrepareReportLocked(
     const JobRecord& rec, const v1::ReportResultsRequest& req,
-    std::vector<v1::Result>* results) {
+    std::vector<v1::Result>* results, v1::ReportResultsRequest* take) {
   RM_RETURN_IF_ERROR(CheckRank(rec.job, req.rank()));
   if (req.attempt() != rec.job.attempt()) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -382,7 +382,8 @@ absl::Status JobManager::PrepareReportLocked(
     return absl::FailedPreconditionError("job " + req.job_id() + " is over");
   }
   results->reserve(req.results_size());
-  for (const v1::Result& r : req.results()) {
+  for (int i = 0; i < req.results_size(); ++i) {
+    const v1::Result& r = req.results(i);
     if (r.job_id() != req.job_id() || r.idempotency_key().empty()) {
       return absl::InvalidArgumentError(
           "result without this job's id or an idempotency key");
@@ -392,7 +393,8 @@ absl::Status JobManager::PrepareReportLocked(
           absl::StrFormat("result of attempt %d in a report of attempt %d",
                           r.attempt(), req.attempt()));
     }
-    v1::Result copy = r;
+    v1::Result copy =
+        take != nullptr ? std::move(*take->mutable_results(i)) : r;
     v1::Provenance* p = copy.mutable_provenance();
     p->clear_command_line();
     for (const auto& a : rec.job.command_line()) p->add_command_line(a);
@@ -500,7 +502,8 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
 
 absl::StatusOr<v1::NodeReportResponse> JobManager::NodeReport(
     const v1::NodeReportRequest& req) {
-  return std::move(NodeReports({&req}).front());
+  v1::NodeReportRequest copy = req;
+  return std::move(NodeReports({&copy}).front());
 }
 
 // One node report's checks and heartbeats under mu_: its results to store
@@ -508,7 +511,8 @@ absl::StatusOr<v1::NodeReportResponse> JobManager::NodeReport(
 absl::Status JobManager::PrepareNodeReportLocked(
     const v1::NodeReportRequest& req, absl::Time now,
     std::vector<std::vector<v1::Result>>* results,
-    std::vector<Store::RankFinal>* finals, v1::NodeReportResponse* resp) {
+    std::vector<Store::RankFinal>* finals, v1::NodeReportResponse* resp,
+    v1::NodeReportRequest* take) {
   JobRecord* rec = Find(req.job_id());
   if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
   bool cancel = false;
@@ -536,7 +540,9 @@ absl::Status JobManager::PrepareNodeReportLocked(
       return absl::InvalidArgumentError(
           "node report: a report of another job in the request");
     }
-    RM_RETURN_IF_ERROR(PrepareReportLocked(*rec, rep, &(*results)[i]));
+    RM_RETURN_IF_ERROR(PrepareReportLocked(
+        *rec, rep, &(*results)[i],
+        take != nullptr ? take->mutable_reports(i) : nullptr));
     (*finals)[i] = FinalMark(rep);
   }
   resp->set_cancel(cancel || TerminalState(rec->job.state()) ||
@@ -545,7 +551,7 @@ absl::Status JobManager::PrepareNodeReportLocked(
 }
 
 std::vector<absl::StatusOr<v1::NodeReportResponse>> JobManager::NodeReports(
-    const std::vector<const v1::NodeReportRequest*>& reqs) {
+    const std::vector<v1::NodeReportRequest*>& reqs) {
   const size_t n = reqs.size();
   std::vector<absl::StatusOr<v1::NodeReportResponse>> out(
       n, v1::NodeReportResponse());
@@ -556,7 +562,7 @@ std::vector<absl::StatusOr<v1::NodeReportResponse>> JobManager::NodeReports(
     const absl::Time now = absl::Now();
     for (size_t k = 0; k < n; ++k) {
       absl::Status s = PrepareNodeReportLocked(*reqs[k], now, &results[k],
-                                               &finals[k], &*out[k]);
+                                               &finals[k], &*out[k], reqs[k]);
       if (!s.ok()) out[k] = s;
     }
   }

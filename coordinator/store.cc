@@ -99,11 +99,16 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   return store;
 }
 
-// Checkpoints on a connection of their own, off the writers' path: a
-// checkpoint inside a commit (SQLite's default, every 1000 pages) held
-// every writer for its length. The commit hook asks for one; past
+// Checkpoints mostly off the writers' path: a checkpoint inside a commit
+// (SQLite's default, every 1000 pages) held every writer for its length.
+// The WAL hook asks a thread with a connection of its own to copy the log
+// into the database (passive: writers go on). The log only starts over
+// when a checkpoint has copied all of it before the next write, which a
+// checkpoint beside steady writers never does; so once the thread has
+// copied all but kFinishPages, the writer copies that remainder itself
+// (short) and the next commit starts the log over. Past
 // kInlineCheckpointPages (the thread fell behind) the writer checkpoints
-// itself, as SQLite would.
+// all of it, as SQLite would.
 void Store::StartCheckpointer(const std::string& path) {
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) !=
@@ -111,14 +116,29 @@ void Store::StartCheckpointer(const std::string& path) {
     sqlite3_close(db);
     return;  // SQLite's own checkpoints stay on
   }
+  // A checkpoint on a connection that has not read the database yet does
+  // nothing (it has not opened the log): read the schema first.
+  if (sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr,
+                   nullptr) != SQLITE_OK) {
+    sqlite3_close(db);
+    return;
+  }
   checkpoint_db_ = db;
   sqlite3_wal_hook(
       db_,
       [](void* self, sqlite3* db, const char*, int frames) -> int {
         auto* store = static_cast<Store*>(self);
-        if (frames >= kInlineCheckpointPages) {
+        // What the thread copied of this log (not of one before the log
+        // last started over).
+        const int64_t done = store->checkpoint_done_.load();
+        const int copied =
+            (done >> 32) == store->log_round_ ? static_cast<int>(done) : 0;
+        if (frames >= kInlineCheckpointPages ||
+            (copied > 0 && copied <= frames &&
+             frames - copied <= kFinishPages)) {
           sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE,
                                     nullptr, nullptr);
+          ++store->log_round_;
         } else if (frames >= kCheckpointPages) {
           std::lock_guard<std::mutex> lock(store->checkpoint_mu_);
           store->checkpoint_wanted_ = true;
@@ -134,9 +154,15 @@ void Store::StartCheckpointer(const std::string& path) {
           lock, [this] { return checkpoint_wanted_ || checkpoint_stop_; });
       if (checkpoint_stop_) return;
       checkpoint_wanted_ = false;
+      const int64_t round = log_round_;
       lock.unlock();
-      sqlite3_wal_checkpoint_v2(checkpoint_db_, nullptr,
-                                SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      int log = 0, copied = 0;
+      if (sqlite3_wal_checkpoint_v2(checkpoint_db_, nullptr,
+                                    SQLITE_CHECKPOINT_PASSIVE, &log,
+                                    &copied) == SQLITE_OK &&
+          copied > 0) {
+        checkpoint_done_ = (round << 32) | copied;
+      }
       lock.lock();
     }
   });

@@ -13,6 +13,7 @@
 #ifndef RINGMASTER_COORDINATOR_STORE_H_
 #define RINGMASTER_COORDINATOR_STORE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -103,6 +104,7 @@ class Store {
   // Moves WAL checkpoints to a thread of their own (see store.cc).
   void StartCheckpointer(const std::string& path);
   static constexpr int kCheckpointPages = 1000;
+  static constexpr int kFinishPages = 1000;
   static constexpr int kInlineCheckpointPages = 20000;
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The statement for `sql` (a string literal), prepared on first use and
@@ -143,6 +145,11 @@ class Store {
   std::condition_variable checkpoint_cv_;
   bool checkpoint_wanted_ = false;
   bool checkpoint_stop_ = false;
+  // The log's round (how often the writer finished a checkpoint, after
+  // which the log starts over), and the thread's last checkpoint as
+  // (round when it started << 32 | log frames it had copied).
+  std::atomic<int64_t> log_round_{0};
+  std::atomic<int64_t> checkpoint_done_{0};
   std::thread checkpointer_;
   // Keys claimed by the transaction under way: (job id, key).
   std::vector<std::pair<std::string, std::string>> added_ ABSL_GUARDED_BY(mu_);
