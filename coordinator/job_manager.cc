@@ -393,8 +393,12 @@ absl::Status JobManager::PrepareReportLocked(
           absl::StrFormat("result of attempt %d in a report of attempt %d",
                           r.attempt(), req.attempt()));
     }
-    v1::Result copy =
-        take != nullptr ? std::move(*take->mutable_results(i)) : r;
+    v1::Result copy;
+    if (take != nullptr) {
+      copy = std::move(*take->mutable_results(i));
+    } else {
+      copy = r;
+    }
     v1::Provenance* p = copy.mutable_provenance();
     p->clear_command_line();
     for (const auto& a : rec.job.command_line()) p->add_command_line(a);

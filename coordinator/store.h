@@ -102,7 +102,8 @@ class Store {
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   // Moves WAL checkpoints to a thread of their own (see store.cc).
-  void StartCheckpointer(const std::string& path);
+  void StartCheckpointer(const std::string& path)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static constexpr int kCheckpointPages = 1000;
   static constexpr int kFinishPages = 1000;
   static constexpr int kInlineCheckpointPages = 20000;

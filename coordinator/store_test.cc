@@ -4,8 +4,10 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 namespace ringmaster {
 namespace {
@@ -121,6 +123,39 @@ TEST_F(StoreTest, KeysStayUniqueAcrossReopenJobEndAndWithinAReport) {
   auto other = (*store)->Results("j2", -1, 0);
   ASSERT_TRUE(other.ok());
   EXPECT_EQ(other->size(), 1u);
+}
+
+// Steady small commits past the checkpoint threshold: the log is copied
+// into the database while the store is open (by the checkpoint thread, and
+// the writer's short finish), and nothing is lost.
+TEST_F(StoreTest, CheckpointsCopyTheLogWhileWritersGoOn) {
+  auto store = Store::Open(path_);
+  ASSERT_TRUE(store.ok());
+  constexpr int kCommits = 300, kPerCommit = 10;  // about 1,600 pages
+  const std::string filler(2000, 'x');
+  for (int c = 0; c < kCommits; ++c) {
+    std::vector<v1::Result> batch;
+    for (int i = 0; i < kPerCommit; ++i) {
+      batch.push_back(MakeResult("j1", c * kPerCommit + i));
+      batch.back().mutable_provenance()->add_command_line(filler);
+    }
+    auto counts = (*store)->InsertResults(batch, 0);
+    ASSERT_TRUE(counts.ok()) << counts.status();
+    ASSERT_EQ(counts->accepted, kPerCommit);
+  }
+  // The database file holds the copied pages (it starts at a few pages;
+  // the results are about 6 MB).
+  std::error_code ec;
+  uintmax_t size = 0;
+  for (int i = 0; i < 100; ++i) {
+    size = std::filesystem::file_size(path_, ec);
+    if (size > (2u << 20)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_GT(size, 2u << 20) << "no checkpoint copied the log";
+  auto n = (*store)->CountResults("j1", 1);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, kCommits * kPerCommit);
 }
 
 TEST_F(StoreTest, UnopenablePathIsAnError) {
