@@ -372,7 +372,7 @@ absl::StatusOr<v1::HeartbeatResponse> JobManager::Heartbeat(
 
 absl::Status JobManager::PrepareReportLocked(
     const JobRecord& rec, const v1::ReportResultsRequest& req,
-    std::vector<v1::Result>* results, v1::ReportResultsRequest* take) {
+    std::vector<v1::Result>* results) {
   RM_RETURN_IF_ERROR(CheckRank(rec.job, req.rank()));
   if (req.attempt() != rec.job.attempt()) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -393,12 +393,7 @@ absl::Status JobManager::PrepareReportLocked(
           absl::StrFormat("result of attempt %d in a report of attempt %d",
                           r.attempt(), req.attempt()));
     }
-    v1::Result copy;
-    if (take != nullptr) {
-      copy = std::move(*take->mutable_results(i));
-    } else {
-      copy = r;
-    }
+    v1::Result copy = r;
     v1::Provenance* p = copy.mutable_provenance();
     p->clear_command_line();
     for (const auto& a : rec.job.command_line()) p->add_command_line(a);
@@ -506,8 +501,7 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
 
 absl::StatusOr<v1::NodeReportResponse> JobManager::NodeReport(
     const v1::NodeReportRequest& req) {
-  v1::NodeReportRequest copy = req;
-  return std::move(NodeReports({&copy}).front());
+  return std::move(NodeReports({&req}).front());
 }
 
 // One node report's checks and heartbeats under mu_: its results to store
@@ -515,8 +509,7 @@ absl::StatusOr<v1::NodeReportResponse> JobManager::NodeReport(
 absl::Status JobManager::PrepareNodeReportLocked(
     const v1::NodeReportRequest& req, absl::Time now,
     std::vector<std::vector<v1::Result>>* results,
-    std::vector<Store::RankFinal>* finals, v1::NodeReportResponse* resp,
-    v1::NodeReportRequest* take) {
+    std::vector<Store::RankFinal>* finals, v1::NodeReportResponse* resp) {
   JobRecord* rec = Find(req.job_id());
   if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
   bool cancel = false;
@@ -544,9 +537,7 @@ absl::Status JobManager::PrepareNodeReportLocked(
       return absl::InvalidArgumentError(
           "node report: a report of another job in the request");
     }
-    RM_RETURN_IF_ERROR(PrepareReportLocked(
-        *rec, rep, &(*results)[i],
-        take != nullptr ? take->mutable_reports(i) : nullptr));
+    RM_RETURN_IF_ERROR(PrepareReportLocked(*rec, rep, &(*results)[i]));
     (*finals)[i] = FinalMark(rep);
   }
   resp->set_cancel(cancel || TerminalState(rec->job.state()) ||
@@ -555,7 +546,7 @@ absl::Status JobManager::PrepareNodeReportLocked(
 }
 
 std::vector<absl::StatusOr<v1::NodeReportResponse>> JobManager::NodeReports(
-    const std::vector<v1::NodeReportRequest*>& reqs) {
+    const std::vector<const v1::NodeReportRequest*>& reqs) {
   const size_t n = reqs.size();
   std::vector<absl::StatusOr<v1::NodeReportResponse>> out(
       n, v1::NodeReportResponse());
@@ -566,7 +557,7 @@ std::vector<absl::StatusOr<v1::NodeReportResponse>> JobManager::NodeReports(
     const absl::Time now = absl::Now();
     for (size_t k = 0; k < n; ++k) {
       absl::Status s = PrepareNodeReportLocked(*reqs[k], now, &results[k],
-                                               &finals[k], &*out[k], reqs[k]);
+                                               &finals[k], &*out[k]);
       if (!s.ok()) out[k] = s;
     }
   }

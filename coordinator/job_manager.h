@@ -119,10 +119,9 @@ class JobManager {
       const v1::NodeReportRequest& request);
   // Several nodes' reports (of any jobs): each checked on its own (an
   // error answers that request only), the results of all of them stored in
-  // one transaction; an answer per request, in order. The results are
-  // moved out of the requests.
+  // one transaction; an answer per request, in order.
   std::vector<absl::StatusOr<v1::NodeReportResponse>> NodeReports(
-      const std::vector<v1::NodeReportRequest*>& requests);
+      const std::vector<const v1::NodeReportRequest*>& requests);
 
   // User calls.
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
@@ -196,12 +195,10 @@ class JobManager {
   // Returns whether the rank must stop.
   bool HeartbeatLocked(JobRecord* rec, const v1::HeartbeatRequest& req,
                        absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The report's results, checked and stamped, into `results`: copied, or
-  // moved out of `take` (the same request, owned by the caller) if given.
+  // Copies of the report's results, checked and stamped, into `results`.
   absl::Status PrepareReportLocked(const JobRecord& rec,
                                    const v1::ReportResultsRequest& req,
-                                   std::vector<v1::Result>* results,
-                                   v1::ReportResultsRequest* take = nullptr)
+                                   std::vector<v1::Result>* results)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After the store accepted a report (`rec` null when the job is gone).
   v1::ReportResultsResponse ApplyReportLocked(
@@ -212,8 +209,8 @@ class JobManager {
   absl::Status PrepareNodeReportLocked(
       const v1::NodeReportRequest& req, absl::Time now,
       std::vector<std::vector<v1::Result>>* results,
-      std::vector<Store::RankFinal>* finals, v1::NodeReportResponse* resp,
-      v1::NodeReportRequest* take) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      std::vector<Store::RankFinal>* finals, v1::NodeReportResponse* resp)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteStoreFailure(const std::string& job_id, const absl::Status& status);
   // Touches only `rec` (not yet, or still, in jobs_ under the caller's lock).
   static void ResetRanks(JobRecord* rec);

@@ -242,8 +242,7 @@ class ReportBatcher {
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
   }
-  // `req` is the batcher's to change (its results are moved out).
-  void Submit(std::shared_ptr<v1::NodeReportRequest> req, Done done) {
+  void Submit(std::shared_ptr<const v1::NodeReportRequest> req, Done done) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       queue_.push_back({std::move(req), std::move(done)});
@@ -253,7 +252,7 @@ class ReportBatcher {
 
  private:
   struct Item {
-    std::shared_ptr<v1::NodeReportRequest> req;
+    std::shared_ptr<const v1::NodeReportRequest> req;
     Done done;
   };
   // At most this many reports in one transaction, so the first of a long
@@ -266,7 +265,7 @@ class ReportBatcher {
 
   void Loop() {
     std::vector<Item> batch;
-    std::vector<v1::NodeReportRequest*> reqs;
+    std::vector<const v1::NodeReportRequest*> reqs;
     auto last = std::chrono::steady_clock::now() - kLinger;
     for (;;) {
       {
@@ -509,10 +508,10 @@ class Service final : public v1::Coordinator::CallbackService {
       reactor->Finish(ToGrpc(caller.status()));
       return reactor;
     }
-    // A copy: gRPC's request is read-only, and the batcher moves results
-    // out (node leaders use NodeSession, which needs no copy).
+    // The request lives until Finish: the batcher may point at it.
     batcher_.Submit(
-        std::make_shared<v1::NodeReportRequest>(*req),
+        std::shared_ptr<const v1::NodeReportRequest>(std::shared_ptr<void>(),
+                                                     req),
         [reactor, resp](absl::StatusOr<v1::NodeReportResponse> answer) {
           reactor->Finish(ToGrpc(Assign(std::move(answer), resp)));
         });
