@@ -382,8 +382,7 @@ absl::Status JobManager::PrepareReportLocked(
     return absl::FailedPreconditionError("job " + req.job_id() + " is over");
   }
   results->reserve(req.results_size());
-  for (int i = 0; i < req.results_size(); ++i) {
-    const v1::Result& r = req.results(i);
+  for (const v1::Result& r : req.results()) {
     if (r.job_id() != req.job_id() || r.idempotency_key().empty()) {
       return absl::InvalidArgumentError(
           "result without this job's id or an idempotency key");

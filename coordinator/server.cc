@@ -502,20 +502,16 @@ class Service final : public v1::Coordinator::CallbackService {
         return Assign(manager_->NodeReport(*req), resp);
       });
     }
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    auto caller = Authenticate(*ctx, kWorkerCall, req->job_id());
-    if (!caller.ok()) {
-      reactor->Finish(ToGrpc(caller.status()));
-      return reactor;
-    }
-    // The request lives until Finish: the batcher may point at it.
-    batcher_.Submit(
-        std::shared_ptr<const v1::NodeReportRequest>(std::shared_ptr<void>(),
-                                                     req),
-        [reactor, resp](absl::StatusOr<v1::NodeReportResponse> answer) {
-          reactor->Finish(ToGrpc(Assign(std::move(answer), resp)));
+    return RespondLater(
+        ctx, req->job_id(), [this, req, resp](grpc::ServerUnaryReactor* r) {
+          // The request lives until Finish: the batcher may point at it.
+          batcher_.Submit(
+              std::shared_ptr<const v1::NodeReportRequest>(
+                  std::shared_ptr<void>(), req),
+              [r, resp](absl::StatusOr<v1::NodeReportResponse> answer) {
+                r->Finish(ToGrpc(Assign(std::move(answer), resp)));
+              });
         });
-    return reactor;
   }
   grpc::ServerBidiReactor<v1::NodeReportRequest, v1::NodeReportResponse>*
   NodeSession(grpc::CallbackServerContext* ctx) override {
@@ -723,22 +719,32 @@ class Service final : public v1::Coordinator::CallbackService {
     return reactor;
   }
 
-  // A worker call whose handler waits on the store: authenticated here,
-  // answered from the pool (request and response live until Finish).
+  // A worker call answered later, off gRPC's thread: authenticated here,
+  // then `start(reactor)` arranges the Finish (request and response live
+  // until then).
   template <typename F>
-  grpc::ServerUnaryReactor* RespondFromPool(grpc::CallbackServerContext* ctx,
-                                            const std::string& job_id,
-                                            F handler) {
+  grpc::ServerUnaryReactor* RespondLater(grpc::CallbackServerContext* ctx,
+                                         const std::string& job_id, F start) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     auto caller = Authenticate(*ctx, kWorkerCall, job_id);
     if (!caller.ok()) {
       reactor->Finish(ToGrpc(caller.status()));
       return reactor;
     }
-    pool_.Run([reactor, handler = std::move(handler)] {
-      reactor->Finish(ToGrpc(handler()));
-    });
+    start(reactor);
     return reactor;
+  }
+
+  // A worker call whose handler waits on the store, answered from the pool.
+  template <typename F>
+  grpc::ServerUnaryReactor* RespondFromPool(grpc::CallbackServerContext* ctx,
+                                            const std::string& job_id,
+                                            F handler) {
+    return RespondLater(
+        ctx, job_id,
+        [this, handler = std::move(handler)](grpc::ServerUnaryReactor* r) {
+          pool_.Run([r, handler] { r->Finish(ToGrpc(handler())); });
+        });
   }
 
   JobManager* manager_;

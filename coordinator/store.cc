@@ -156,9 +156,9 @@ void Store::StartCheckpointer(const std::string& path) {
       checkpoint_wanted_ = false;
       const int64_t round = log_round_;
       lock.unlock();
-      int log = 0, copied = 0;
+      int copied = 0;
       if (sqlite3_wal_checkpoint_v2(checkpoint_db_, nullptr,
-                                    SQLITE_CHECKPOINT_PASSIVE, &log,
+                                    SQLITE_CHECKPOINT_PASSIVE, nullptr,
                                     &copied) == SQLITE_OK &&
           copied > 0) {
         checkpoint_done_ = (round << 32) | copied;
