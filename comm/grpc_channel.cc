@@ -67,17 +67,22 @@ constexpr char kClientServiceConfig[] = R"json({
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeCoordinatorChannel(
-    const std::string& address, const TlsFiles& tls) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-  args.SetMaxReceiveMessageSize(64 << 20);
+void SetCoordinatorChannelArgs(grpc::ChannelArguments* args) {
+  args->SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args->SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args->SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args->SetMaxReceiveMessageSize(64 << 20);
   // Reconnect quickly after a coordinator restart. (Not
   // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: it is also the connect timeout, and
   // a short one fails first calls on a loaded machine.)
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args->SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args->SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeCoordinatorChannel(
+    const std::string& address, const TlsFiles& tls) {
+  grpc::ChannelArguments args;
+  SetCoordinatorChannelArgs(&args);
   // The calls that are safe to repeat retry UNAVAILABLE in gRPC itself: a
   // fresh channel whose first connection attempt fails (seen 1 in 30 on a
   // loaded loopback) or a coordinator restarting. SubmitPlan carries a

@@ -24,6 +24,12 @@ struct TlsFiles {
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeCoordinatorChannel(
     const std::string& address, const TlsFiles& tls);
 
+// The arguments of a worker's (or node leader's) channel to the
+// coordinator: keepalive, quick reconnects, large answers, no BDP probes
+// (the coordinator's messages are small, and each probe costs the
+// coordinator a ping to answer, on thousands of connections).
+void SetCoordinatorChannelArgs(grpc::ChannelArguments* args);
+
 // A gRPC status as an absl::Status with the same code, its message
 // prefixed with the call's name.
 absl::Status FromGrpc(const grpc::Status& s, const char* call);

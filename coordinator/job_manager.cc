@@ -370,35 +370,30 @@ absl::StatusOr<v1::HeartbeatResponse> JobManager::Heartbeat(
   return resp;
 }
 
-absl::Status JobManager::PrepareReportLocked(
-    const JobRecord& rec, const v1::ReportResultsRequest& req,
-    std::vector<v1::Result>* results) {
-  RM_RETURN_IF_ERROR(CheckRank(rec.job, req.rank()));
-  if (req.attempt() != rec.job.attempt()) {
+absl::Status JobManager::PrepareReportLocked(const JobRecord& rec,
+                                             v1::ReportResultsRequest* req) {
+  RM_RETURN_IF_ERROR(CheckRank(rec.job, req->rank()));
+  if (req->attempt() != rec.job.attempt()) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "stale attempt %d (current %d)", req.attempt(), rec.job.attempt()));
+        "stale attempt %d (current %d)", req->attempt(), rec.job.attempt()));
   }
   if (TerminalState(rec.job.state())) {
-    return absl::FailedPreconditionError("job " + req.job_id() + " is over");
+    return absl::FailedPreconditionError("job " + req->job_id() + " is over");
   }
-  results->reserve(req.results_size());
-  for (const v1::Result& r : req.results()) {
-    if (r.job_id() != req.job_id() || r.idempotency_key().empty()) {
+  for (v1::Result& r : *req->mutable_results()) {
+    if (r.job_id() != req->job_id() || r.idempotency_key().empty()) {
       return absl::InvalidArgumentError(
           "result without this job's id or an idempotency key");
     }
-    if (r.attempt() != req.attempt()) {
+    if (r.attempt() != req->attempt()) {
       return absl::InvalidArgumentError(
           absl::StrFormat("result of attempt %d in a report of attempt %d",
-                          r.attempt(), req.attempt()));
+                          r.attempt(), req->attempt()));
     }
-    v1::Result copy = r;
-    v1::Provenance* p = copy.mutable_provenance();
-    p->clear_command_line();
-    for (const auto& a : rec.job.command_line()) p->add_command_line(a);
+    v1::Provenance* p = r.mutable_provenance();
+    *p->mutable_command_line() = rec.job.command_line();
     if (p->started_at().empty()) p->set_started_at(rec.job.created_at());
-    if (options_.annotate) options_.annotate(&copy);
-    results->push_back(std::move(copy));
+    if (options_.annotate) options_.annotate(&r);
   }
   return absl::OkStatus();
 }
@@ -419,14 +414,15 @@ void JobManager::NoteStoreFailure(const std::string& job_id,
 
 v1::ReportResultsResponse JobManager::ApplyReportLocked(
     JobRecord* rec, const v1::ReportResultsRequest& req,
-    std::vector<v1::Result> results, const Store::InsertCounts& counts) {
+    const Store::InsertCounts& counts) {
+  const auto& results = req.results();
   if (rec) {
     rec->job.set_results_received(rec->job.results_received() +
                                   counts.accepted);
     rec->ranks[req.rank()].last_seen = absl::Now();
     if (counts.accepted > 0) {
       ++rec->version;
-      rec->last_case = results.back().case_();
+      rec->last_case = results.rbegin()->case_();
     }
     if (!rec->failed_result) {
       for (const auto& r : results) {
@@ -438,13 +434,13 @@ v1::ReportResultsResponse JobManager::ApplyReportLocked(
     }
   }
   // Only newly stored results become events (a retried report is silent).
-  if (counts.accepted > 0) {
-    for (auto& r : results) {
+  if (counts.accepted > 0 && options_.events) {
+    for (const auto& r : results) {
       JobEvent ev;
       ev.type = JobEvent::Type::kResult;
       ev.job_id = req.job_id();
       ev.rank = req.rank();
-      ev.result = std::move(r);
+      ev.result = r;
       Push(std::move(ev));
     }
   }
@@ -476,41 +472,35 @@ Store::RankFinal JobManager::FinalMark(const v1::ReportResultsRequest& req) {
 }
 
 absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
-    const v1::ReportResultsRequest& req) {
-  std::vector<v1::Result> results;
+    const v1::ReportResultsRequest& request) {
+  v1::ReportResultsRequest req = request;  // stamped as stored
   {
     MutexLock lock(&mu_);
     JobRecord* rec = Find(req.job_id());
     if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
-    RM_RETURN_IF_ERROR(PrepareReportLocked(*rec, req, &results));
+    RM_RETURN_IF_ERROR(PrepareReportLocked(*rec, &req));
   }
   // Commit before acknowledging (the rank's end with its last results);
   // the store groups concurrent writers into one transaction.
   const Store::RankFinal final_mark = FinalMark(req);
-  auto counts = store_->InsertReport(results, req.rank(),
+  auto counts = store_->InsertReport(req.results(), req.rank(),
                                      req.final() ? &final_mark : nullptr);
   if (!counts.ok()) {
     NoteStoreFailure(req.job_id(), counts.status());
     return counts.status();
   }
   MutexLock lock(&mu_);
-  return ApplyReportLocked(Find(req.job_id()), req, std::move(results),
-                           *counts);
+  return ApplyReportLocked(Find(req.job_id()), req, *counts);
 }
 
 absl::StatusOr<v1::NodeReportResponse> JobManager::NodeReport(
-    const v1::NodeReportRequest& req) {
+    const v1::NodeReportRequest& request) {
+  v1::NodeReportRequest req = request;  // stamped as stored
   return std::move(NodeReports({&req}).front());
 }
 
-// One node report's checks and heartbeats under mu_: its results to store
-// into `results`/`finals`, its answer so far into `resp`.
-absl::Status JobManager::PrepareNodeReportLocked(
-    const v1::NodeReportRequest& req, absl::Time now,
-    std::vector<std::vector<v1::Result>>* results,
-    std::vector<Store::RankFinal>* finals, v1::NodeReportResponse* resp) {
-  JobRecord* rec = Find(req.job_id());
-  if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
+absl::StatusOr<bool> JobManager::TakeNodeHeartbeatsLocked(
+    JobRecord* rec, const v1::NodeReportRequest& req, absl::Time now) {
   bool cancel = false;
   for (const v1::HeartbeatRequest& hb : req.heartbeats()) {
     if (hb.job_id() != req.job_id()) {
@@ -528,16 +518,44 @@ absl::Status JobManager::PrepareNodeReportLocked(
       ++rec->version;
     }
   }
-  results->assign(req.reports_size(), {});
-  finals->assign(req.reports_size(), {});
-  for (int i = 0; i < req.reports_size(); ++i) {
-    const v1::ReportResultsRequest& rep = req.reports(i);
-    if (rep.job_id() != req.job_id()) {
+  return cancel || TerminalState(rec->job.state()) || rec->cancel_requested;
+}
+
+absl::StatusOr<v1::NodeReportResponse> JobManager::NodeHeartbeats(
+    const v1::NodeReportRequest& req) {
+  MutexLock lock(&mu_);
+  JobRecord* rec = Find(req.job_id());
+  if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
+  auto cancel = TakeNodeHeartbeatsLocked(rec, req, absl::Now());
+  if (!cancel.ok()) return cancel.status();
+  v1::NodeReportResponse resp;
+  resp.set_cancel(*cancel);
+  return resp;
+}
+
+// One node report's checks (and heartbeats, unless taken) under mu_: its
+// results stamped, its final marks into `finals`, its answer so far into
+// `resp`.
+absl::Status JobManager::PrepareNodeReportLocked(
+    v1::NodeReportRequest* req, absl::Time now, bool heartbeats_taken,
+    std::vector<Store::RankFinal>* finals, v1::NodeReportResponse* resp) {
+  JobRecord* rec = Find(req->job_id());
+  if (!rec) return absl::NotFoundError("unknown job " + req->job_id());
+  bool cancel = false;
+  if (!heartbeats_taken) {
+    auto taken = TakeNodeHeartbeatsLocked(rec, *req, now);
+    if (!taken.ok()) return taken.status();
+    cancel = *taken;
+  }
+  finals->assign(req->reports_size(), {});
+  for (int i = 0; i < req->reports_size(); ++i) {
+    v1::ReportResultsRequest* rep = req->mutable_reports(i);
+    if (rep->job_id() != req->job_id()) {
       return absl::InvalidArgumentError(
           "node report: a report of another job in the request");
     }
-    RM_RETURN_IF_ERROR(PrepareReportLocked(*rec, rep, &(*results)[i]));
-    (*finals)[i] = FinalMark(rep);
+    RM_RETURN_IF_ERROR(PrepareReportLocked(*rec, rep));
+    if (rep->final()) (*finals)[i] = FinalMark(*rep);
   }
   resp->set_cancel(cancel || TerminalState(rec->job.state()) ||
                    rec->cancel_requested);
@@ -545,30 +563,32 @@ absl::Status JobManager::PrepareNodeReportLocked(
 }
 
 std::vector<absl::StatusOr<v1::NodeReportResponse>> JobManager::NodeReports(
-    const std::vector<const v1::NodeReportRequest*>& reqs) {
+    const std::vector<v1::NodeReportRequest*>& reqs, bool heartbeats_taken) {
   const size_t n = reqs.size();
   std::vector<absl::StatusOr<v1::NodeReportResponse>> out(
       n, v1::NodeReportResponse());
-  std::vector<std::vector<std::vector<v1::Result>>> results(n);
   std::vector<std::vector<Store::RankFinal>> finals(n);
-  {
+  // The lock is taken per request, not for the whole batch: heartbeats
+  // taken meanwhile on other threads wait for one report, not for all.
+  const absl::Time now = absl::Now();
+  size_t reports = 0;
+  for (size_t k = 0; k < n; ++k) {
     MutexLock lock(&mu_);
-    const absl::Time now = absl::Now();
-    for (size_t k = 0; k < n; ++k) {
-      absl::Status s = PrepareNodeReportLocked(*reqs[k], now, &results[k],
-                                               &finals[k], &*out[k]);
-      if (!s.ok()) out[k] = s;
-    }
+    absl::Status s = PrepareNodeReportLocked(reqs[k], now, heartbeats_taken,
+                                             &finals[k], &*out[k]);
+    if (!s.ok()) out[k] = s;
+    reports += reqs[k]->reports_size();
   }
   // Every accepted report's results in one transaction, before answering.
   std::vector<Store::ReportPart> parts;
+  parts.reserve(reports);
   for (size_t k = 0; k < n; ++k) {
     if (!out[k].ok()) continue;
     const v1::NodeReportRequest& req = *reqs[k];
     for (int i = 0; i < req.reports_size(); ++i) {
       const v1::ReportResultsRequest& rep = req.reports(i);
       parts.push_back(
-          {&results[k][i], rep.rank(), rep.final() ? &finals[k][i] : nullptr});
+          {&rep.results(), rep.rank(), rep.final() ? &finals[k][i] : nullptr});
     }
   }
   if (parts.empty()) return out;
@@ -581,15 +601,15 @@ std::vector<absl::StatusOr<v1::NodeReportResponse>> JobManager::NodeReports(
     }
     return out;
   }
-  MutexLock lock(&mu_);
   size_t part = 0;
   for (size_t k = 0; k < n; ++k) {
     if (!out[k].ok()) continue;
     const v1::NodeReportRequest& req = *reqs[k];
+    MutexLock lock(&mu_);
     JobRecord* rec = Find(req.job_id());
     for (int i = 0; i < req.reports_size(); ++i, ++part) {
-      *out[k]->add_reports() = ApplyReportLocked(
-          rec, req.reports(i), std::move(results[k][i]), (*counts)[part]);
+      *out[k]->add_reports() =
+          ApplyReportLocked(rec, req.reports(i), (*counts)[part]);
     }
   }
   return out;

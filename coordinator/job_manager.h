@@ -117,11 +117,20 @@ class JobManager {
       const v1::RendezvousNodeRequest& request);
   absl::StatusOr<v1::NodeReportResponse> NodeReport(
       const v1::NodeReportRequest& request);
+  // A node report's heartbeats and gone marks alone, taken at once (its
+  // reports may wait for a commit; liveness must not): the answer without
+  // reports (cancel), or the error that fails the whole report.
+  absl::StatusOr<v1::NodeReportResponse> NodeHeartbeats(
+      const v1::NodeReportRequest& request);
   // Several nodes' reports (of any jobs): each checked on its own (an
-  // error answers that request only), the results of all of them stored in
-  // one transaction; an answer per request, in order.
+  // error answers that request only), the results of all of them stamped
+  // in place and stored in one transaction; an answer per request, in
+  // order. With `heartbeats_taken`, NodeHeartbeats already took each
+  // request's heartbeats and gone marks and only the reports are handled
+  // here.
   std::vector<absl::StatusOr<v1::NodeReportResponse>> NodeReports(
-      const std::vector<const v1::NodeReportRequest*>& requests);
+      const std::vector<v1::NodeReportRequest*>& requests,
+      bool heartbeats_taken = false);
 
   // User calls.
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
@@ -195,21 +204,23 @@ class JobManager {
   // Returns whether the rank must stop.
   bool HeartbeatLocked(JobRecord* rec, const v1::HeartbeatRequest& req,
                        absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Copies of the report's results, checked and stamped, into `results`.
+  // Checks the report's results and stamps them (in place) as stored.
   absl::Status PrepareReportLocked(const JobRecord& rec,
-                                   const v1::ReportResultsRequest& req,
-                                   std::vector<v1::Result>* results)
+                                   v1::ReportResultsRequest* req)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After the store accepted a report (`rec` null when the job is gone).
   v1::ReportResultsResponse ApplyReportLocked(
       JobRecord* rec, const v1::ReportResultsRequest& req,
-      std::vector<v1::Result> results, const Store::InsertCounts& counts)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      const Store::InsertCounts& counts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static Store::RankFinal FinalMark(const v1::ReportResultsRequest& req);
-  absl::Status PrepareNodeReportLocked(
-      const v1::NodeReportRequest& req, absl::Time now,
-      std::vector<std::vector<v1::Result>>* results,
-      std::vector<Store::RankFinal>* finals, v1::NodeReportResponse* resp)
+  // A node report's heartbeats and gone marks: whether its ranks must stop.
+  absl::StatusOr<bool> TakeNodeHeartbeatsLocked(
+      JobRecord* rec, const v1::NodeReportRequest& req, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PrepareNodeReportLocked(v1::NodeReportRequest* req,
+                                       absl::Time now, bool heartbeats_taken,
+                                       std::vector<Store::RankFinal>* finals,
+                                       v1::NodeReportResponse* resp)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteStoreFailure(const std::string& job_id, const absl::Status& status);
   // Touches only `rec` (not yet, or still, in jobs_ under the caller's lock).

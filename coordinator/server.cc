@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "comm/grpc_channel.h"
+#include "coordinator/store.h"
 #include "coordinator/supervisor.h"
 #include "core/plan.h"
 #include "core/sweep.h"
@@ -224,9 +225,9 @@ class BlockingPool {
 // Node reports with results, stored together: one thread takes every
 // report queued while it stored the last ones and hands them to the job
 // manager as one batch (one transaction); each report's answer goes to its
-// callback. One writer instead of a thread per report waiting on the
-// store: at cluster scale the waits' context switches cost more than the
-// commits.
+// callback. The reports' heartbeats were taken before they were queued. One
+// writer instead of a thread per report waiting on the store: at cluster scale
+// the waits' context switches cost more than the commits.
 class ReportBatcher {
  public:
   using Done = std::function<void(absl::StatusOr<v1::NodeReportResponse>)>;
@@ -242,7 +243,7 @@ class ReportBatcher {
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
   }
-  void Submit(std::shared_ptr<const v1::NodeReportRequest> req, Done done) {
+  void Submit(std::shared_ptr<v1::NodeReportRequest> req, Done done) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       queue_.push_back({std::move(req), std::move(done)});
@@ -252,7 +253,7 @@ class ReportBatcher {
 
  private:
   struct Item {
-    std::shared_ptr<const v1::NodeReportRequest> req;
+    std::shared_ptr<v1::NodeReportRequest> req;
     Done done;
   };
   // At most this many reports in one transaction, so the first of a long
@@ -264,8 +265,9 @@ class ReportBatcher {
   static constexpr std::chrono::milliseconds kLinger{4};
 
   void Loop() {
+    LowerThisThreadPriority(kBackgroundNice);
     std::vector<Item> batch;
-    std::vector<const v1::NodeReportRequest*> reqs;
+    std::vector<v1::NodeReportRequest*> reqs;
     auto last = std::chrono::steady_clock::now() - kLinger;
     for (;;) {
       {
@@ -282,7 +284,7 @@ class ReportBatcher {
       }
       reqs.clear();
       for (const Item& item : batch) reqs.push_back(item.req.get());
-      auto answers = manager_->NodeReports(reqs);
+      auto answers = manager_->NodeReports(reqs, /*heartbeats_taken=*/true);
       for (size_t i = 0; i < batch.size(); ++i)
         batch[i].done(std::move(answers[i]));
       batch.clear();
@@ -298,21 +300,23 @@ class ReportBatcher {
 };
 
 // One node leader's NodeSession stream. Reads continue while earlier
-// messages are processed: heartbeats are answered at once on gRPC's thread,
-// messages with reports by the report batcher after their commit; answers
-// are written one at a time in the order they are ready. Deleted once gRPC
-// is done with it and the batcher holds none of its messages.
+// messages are processed: heartbeats are taken and answered at once on
+// gRPC's thread, reports by the report batcher after their commit (a
+// message with both is answered twice when it asks for heartbeats_first);
+// answers are written one at a time in the order they are ready. Deleted
+// once gRPC is done with it and the batcher holds none of its messages.
 class NodeSessionReactor
     : public grpc::ServerBidiReactor<v1::NodeReportRequest,
                                      v1::NodeReportResponse> {
  public:
   // auth(job_id): whether this stream may speak for the job.
   using Auth = std::function<absl::Status(const std::string&)>;
-  using Process = std::function<absl::StatusOr<v1::NodeReportResponse>(
+  // heartbeats(request): takes its heartbeats and gone marks, answers them.
+  using Heartbeats = std::function<absl::StatusOr<v1::NodeReportResponse>(
       const v1::NodeReportRequest&)>;
-  NodeSessionReactor(Auth auth, Process process, ReportBatcher* batcher)
+  NodeSessionReactor(Auth auth, Heartbeats heartbeats, ReportBatcher* batcher)
       : auth_(std::move(auth)),
-        process_(std::move(process)),
+        heartbeats_(std::move(heartbeats)),
         batcher_(batcher) {
     StartRead(&in_);
   }
@@ -340,20 +344,30 @@ class NodeSessionReactor
       return;
     }
     StartRead(&in_);
-    if (req->reports().empty()) {
-      Answer(process_(*req), req->seq());
+    const int64_t seq = req->seq();
+    absl::StatusOr<v1::NodeReportResponse> beat = heartbeats_(*req);
+    if (!beat.ok() || req->reports().empty()) {
+      Answer(std::move(beat), seq);
       return;
+    }
+    const bool first = req->heartbeats_first();
+    const bool cancel = beat->cancel();
+    if (first) {
+      beat->set_reports_follow(true);
+      Answer(std::move(beat), seq);
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++holds_;
     }
-    const int64_t seq = req->seq();
-    batcher_->Submit(std::move(req),
-                     [this, seq](absl::StatusOr<v1::NodeReportResponse> resp) {
-                       Answer(std::move(resp), seq);
-                       Release();
-                     });
+    batcher_->Submit(
+        std::move(req),
+        [this, seq, cancel](absl::StatusOr<v1::NodeReportResponse> resp) {
+          // The heartbeats' cancel holds for the reports' answer too.
+          if (resp.ok() && cancel) resp->set_cancel(true);
+          Answer(std::move(resp), seq);
+          Release();
+        });
   }
 
   void OnWriteDone(bool ok) override {
@@ -430,7 +444,7 @@ class NodeSessionReactor
   }
 
   Auth auth_;
-  Process process_;
+  Heartbeats heartbeats_;
   ReportBatcher* batcher_;
   v1::NodeReportRequest in_;
   v1::NodeReportResponse out_;
@@ -497,18 +511,21 @@ class Service final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* NodeReport(grpc::CallbackServerContext* ctx,
                                        const v1::NodeReportRequest* req,
                                        v1::NodeReportResponse* resp) override {
-    if (req->reports().empty()) {  // heartbeats only: nothing to commit
-      return Respond(ctx, kWorkerCall, req->job_id(), [&](const Caller&) {
-        return Assign(manager_->NodeReport(*req), resp);
-      });
-    }
     return RespondLater(
         ctx, req->job_id(), [this, req, resp](grpc::ServerUnaryReactor* r) {
-          // The request lives until Finish: the batcher may point at it.
+          // Heartbeats are taken now; reports after their commit.
+          absl::StatusOr<v1::NodeReportResponse> beat =
+              manager_->NodeHeartbeats(*req);
+          if (!beat.ok() || req->reports().empty()) {
+            r->Finish(ToGrpc(Assign(std::move(beat), resp)));
+            return;
+          }
+          const bool cancel = beat->cancel();
+          // A copy: the batcher stamps the results it stores.
           batcher_.Submit(
-              std::shared_ptr<const v1::NodeReportRequest>(
-                  std::shared_ptr<void>(), req),
-              [r, resp](absl::StatusOr<v1::NodeReportResponse> answer) {
+              std::make_shared<v1::NodeReportRequest>(*req),
+              [r, resp, cancel](absl::StatusOr<v1::NodeReportResponse> answer) {
+                if (answer.ok() && cancel) answer->set_cancel(true);
                 r->Finish(ToGrpc(Assign(std::move(answer), resp)));
               });
         });
@@ -520,7 +537,7 @@ class Service final : public v1::Coordinator::CallbackService {
           return Authenticate(*ctx, kWorkerCall, job_id).status();
         },
         [this](const v1::NodeReportRequest& req) {
-          return manager_->NodeReport(req);
+          return manager_->NodeHeartbeats(req);
         },
         &batcher_);
   }
@@ -837,6 +854,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 256);
+  // No BDP probes: every message would start one (a ping, a timer), a
+  // cost per message on thousands of connections for flow-control windows
+  // the coordinator's small messages do not need.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     return absl::UnavailableError("cannot listen on " + options.address);

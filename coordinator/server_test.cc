@@ -2,8 +2,11 @@
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 
 #include "comm/grpc_channel.h"
 #include "ringmaster/v1/coordinator.grpc.pb.h"
@@ -17,7 +20,11 @@ constexpr char kAdminToken[] = "0123456789abcdef0123456789abcdef";
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto s = Store::Open(":memory:");
+    dir_ = std::filesystem::temp_directory_path() /
+           ("rm_server_test_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    db_path_ = (dir_ / "store.db").string();
+    auto s = Store::Open(db_path_);
     ASSERT_TRUE(s.ok());
     store_ = std::move(*s);
     manager_ = std::make_unique<JobManager>(store_.get());
@@ -33,9 +40,48 @@ class ServerTest : public ::testing::Test {
     server_ = std::move(*server);
     address_ = "127.0.0.1:" + std::to_string(server_->port());
   }
+  // A NodeSession stream with the admin token (`ctx` outlives it).
+  std::unique_ptr<
+      grpc::ClientReaderWriter<v1::NodeReportRequest, v1::NodeReportResponse>>
+  OpenSession(grpc::ClientContext* ctx) {
+    if (!stub_) {
+      stub_ = v1::Coordinator::NewStub(
+          grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+    }
+    ctx->AddMetadata("authorization", std::string("Bearer ") + kAdminToken);
+    return stub_->NodeSession(ctx);
+  }
+  // Rank 0's heartbeat (with `ops`) and a report of one result (key seq
+  // 0) of attempt 1, added to `req`.
+  void AddHeartbeat(v1::NodeReportRequest* req, int64_t ops) {
+    v1::HeartbeatRequest* beat = req->add_heartbeats();
+    beat->set_job_id(job_id_);
+    beat->set_rank(0);
+    beat->set_attempt(1);
+    beat->set_ops(ops);
+  }
+  void AddReport(v1::NodeReportRequest* req) {
+    v1::ReportResultsRequest* rep = req->add_reports();
+    rep->set_job_id(job_id_);
+    rep->set_attempt(1);
+    v1::Result* r = rep->add_results();
+    r->set_job_id(job_id_);
+    r->set_attempt(1);
+    r->set_idempotency_key(job_id_ + "/1/0/0");
+  }
+  void TearDown() override {
+    stub_.reset();
+    server_.reset();
+    manager_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  std::filesystem::path dir_;
+  std::string db_path_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<JobManager> manager_;
   std::unique_ptr<CoordinatorServer> server_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
   std::string job_id_;
   std::string address_;
 };
@@ -65,20 +111,12 @@ TEST_F(ServerTest, RoundTripWithToken) {
 // another job ends the stream, and a wrong token is refused at the first
 // message with nothing stored.
 TEST_F(ServerTest, NodeSessionAnswersEachMessageAndSpeaksForOneJob) {
-  auto channel =
-      grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
-  auto stub = v1::Coordinator::NewStub(channel);
   grpc::ClientContext ctx;
-  ctx.AddMetadata("authorization", std::string("Bearer ") + kAdminToken);
-  auto stream = stub->NodeSession(&ctx);
+  auto stream = OpenSession(&ctx);
   v1::NodeReportRequest hb;
   hb.set_job_id(job_id_);
   hb.set_seq(7);
-  v1::HeartbeatRequest* beat = hb.add_heartbeats();
-  beat->set_job_id(job_id_);
-  beat->set_rank(0);
-  beat->set_attempt(1);
-  beat->set_ops(5);
+  AddHeartbeat(&hb, 5);
   ASSERT_TRUE(stream->Write(hb));
   v1::NodeReportResponse answer;
   ASSERT_TRUE(stream->Read(&answer));
@@ -87,13 +125,7 @@ TEST_F(ServerTest, NodeSessionAnswersEachMessageAndSpeaksForOneJob) {
   v1::NodeReportRequest rep;
   rep.set_job_id(job_id_);
   rep.set_seq(8);
-  v1::ReportResultsRequest* results = rep.add_reports();
-  results->set_job_id(job_id_);
-  results->set_attempt(1);
-  v1::Result* r = results->add_results();
-  r->set_job_id(job_id_);
-  r->set_attempt(1);
-  r->set_idempotency_key(job_id_ + "/1/0/0");
+  AddReport(&rep);
   ASSERT_TRUE(stream->Write(rep));
   ASSERT_TRUE(stream->Read(&answer));
   EXPECT_EQ(answer.seq(), 8);
@@ -110,13 +142,51 @@ TEST_F(ServerTest, NodeSessionAnswersEachMessageAndSpeaksForOneJob) {
 
   grpc::ClientContext wrong;
   wrong.AddMetadata("authorization", "Bearer guess");
-  auto refused = stub->NodeSession(&wrong);
+  auto refused = stub_->NodeSession(&wrong);
   rep.mutable_reports(0)->mutable_results(0)->set_idempotency_key(job_id_ +
                                                                   "/1/0/1");
   refused->Write(rep);
   EXPECT_FALSE(refused->Read(&answer));
   EXPECT_EQ(refused->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(*manager_->CountResults(job_id_, 1), 1);
+}
+
+// A message with heartbeats and reports that asks for heartbeats_first:
+// the heartbeats are taken and answered while the store cannot commit (another
+// connection holds its write lock), the reports' answer follows once it can.
+TEST_F(ServerTest, NodeSessionAnswersHeartbeatsBeforeTheCommit) {
+  grpc::ClientContext ctx;
+  auto stream = OpenSession(&ctx);
+  v1::NodeReportRequest req;
+  req.set_job_id(job_id_);
+  req.set_seq(3);
+  req.set_heartbeats_first(true);
+  AddHeartbeat(&req, 9);
+  AddReport(&req);
+
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path_.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  ASSERT_TRUE(stream->Write(req));
+  v1::NodeReportResponse answer;
+  ASSERT_TRUE(stream->Read(&answer));
+  EXPECT_EQ(answer.seq(), 3);
+  EXPECT_TRUE(answer.reports_follow());
+  EXPECT_EQ(answer.reports_size(), 0);
+  EXPECT_FALSE(answer.cancel());
+  EXPECT_EQ(manager_->Ranks(job_id_)[0].ops, 9);  // taken, not stored yet
+  ASSERT_EQ(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(other);
+  ASSERT_TRUE(stream->Read(&answer));
+  EXPECT_EQ(answer.seq(), 3);
+  EXPECT_FALSE(answer.reports_follow());
+  ASSERT_EQ(answer.reports_size(), 1);
+  EXPECT_EQ(answer.reports(0).accepted(), 1);
+  EXPECT_EQ(*manager_->CountResults(job_id_, 1), 1);
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
 }
 
 TEST_F(ServerTest, WrongTokenIsUnauthenticatedAndWritesNothing) {

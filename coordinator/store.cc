@@ -1,6 +1,9 @@
 #include "coordinator/store.h"
 
 #include <sqlite3.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -99,6 +102,13 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   return store;
 }
 
+void LowerThisThreadPriority(int by) {
+  const auto tid = static_cast<id_t>(syscall(SYS_gettid));
+  errno = 0;
+  const int nice = getpriority(PRIO_PROCESS, tid);
+  if (errno == 0) setpriority(PRIO_PROCESS, tid, std::min(nice + by, 19));
+}
+
 // Checkpoints mostly off the writers' path: a checkpoint inside a commit
 // (SQLite's default, every 1000 pages) held every writer for its length.
 // The WAL hook asks a thread with a connection of its own to copy the log
@@ -148,6 +158,7 @@ void Store::StartCheckpointer(const std::string& path) {
       },
       this);
   checkpointer_ = std::thread([this] {
+    LowerThisThreadPriority(kBackgroundNice);
     std::unique_lock<std::mutex> lock(checkpoint_mu_);
     for (;;) {
       checkpoint_cv_.wait(
@@ -341,12 +352,12 @@ absl::StatusOr<v1::Job> Store::GetJob(const std::string& job_id) {
 
 absl::StatusOr<Store::InsertCounts> Store::InsertResults(
     const std::vector<v1::Result>& results, int reporting_rank) {
-  return InsertReport(results, reporting_rank, nullptr);
+  ResultList copy(results.begin(), results.end());
+  return InsertReport(copy, reporting_rank, nullptr);
 }
 
 absl::StatusOr<Store::InsertCounts> Store::InsertReport(
-    const std::vector<v1::Result>& results, int reporting_rank,
-    const RankFinal* final) {
+    const ResultList& results, int reporting_rank, const RankFinal* final) {
   if (results.empty() && !final) return InsertCounts();
   auto counts = InsertReports({ReportPart{&results, reporting_rank, final}});
   if (!counts.ok()) return counts.status();

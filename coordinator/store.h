@@ -39,6 +39,14 @@ namespace ringmaster {
 // Succeeded, failed or cancelled: the job takes no more results.
 bool TerminalState(v1::JobState state);
 
+// Lowers the calling thread's CPU priority by `by` nice steps: for the
+// coordinator's writers, which may wait, below gRPC's threads, which answer
+// heartbeats and must not (on a busy coordinator the scheduler then runs
+// those first). Best effort; Linux (nice is per thread there).
+void LowerThisThreadPriority(int by);
+// How much lower the coordinator's writer threads run.
+inline constexpr int kBackgroundNice = 5;
+
 class Store {
  public:
   // Opens (creating if needed) the database at `path`, runs quick_check.
@@ -69,14 +77,15 @@ class Store {
     int rank = 0;
     v1::Failure failure;
   };
+  using ResultList = google::protobuf::RepeatedPtrField<v1::Result>;
   // InsertResults plus, in the same transaction, the rank's end when
   // `final` is given.
-  absl::StatusOr<InsertCounts> InsertReport(
-      const std::vector<v1::Result>& results, int reporting_rank,
-      const RankFinal* final);
+  absl::StatusOr<InsertCounts> InsertReport(const ResultList& results,
+                                            int reporting_rank,
+                                            const RankFinal* final);
   // Several ranks' reports (a node's) in one transaction: counts by part.
   struct ReportPart {
-    const std::vector<v1::Result>* results = nullptr;
+    const ResultList* results = nullptr;
     int reporting_rank = 0;
     const RankFinal* final = nullptr;  // the rank's end, when it ended
   };

@@ -293,6 +293,7 @@ class Relay final : public NodeRelay, public v1::Coordinator::CallbackService {
                                         v1::ReportResultsResponse>>& batch,
               v1::NodeReportRequest req) {
     req.set_seq(++seq_);
+    req.set_heartbeats_first(!batch.empty());
     v1::NodeReportResponse resp;
     absl::Status s = Exchange(req, &resp);
     if (!s.ok()) s = Exchange(req, &resp);  // once more on a fresh stream
@@ -314,7 +315,9 @@ class Relay final : public NodeRelay, public v1::Coordinator::CallbackService {
   }
 
   // One message on the node's stream (opened on first use, and again after
-  // a failure), and its answer.
+  // a failure), and its answer. A message with reports is answered twice:
+  // its heartbeats' answer (a cancel there reaches the local ranks at once,
+  // not after the reports' commit), then its reports'.
   absl::Status Exchange(const v1::NodeReportRequest& req,
                         v1::NodeReportResponse* resp) {
     if (!stream_) {
@@ -322,7 +325,15 @@ class Relay final : public NodeRelay, public v1::Coordinator::CallbackService {
       stream_ctx_->AddMetadata("authorization", "Bearer " + token_);
       stream_ = up_->NodeSession(stream_ctx_.get());
     }
-    if (stream_->Write(req) && stream_->Read(resp)) return absl::OkStatus();
+    bool read = stream_->Write(req) && stream_->Read(resp);
+    while (read && resp->reports_follow()) {
+      if (resp->cancel()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        cancel_ = true;
+      }
+      read = stream_->Read(resp);
+    }
+    if (read) return absl::OkStatus();
     const grpc::Status end = stream_->Finish();
     stream_.reset();
     stream_ctx_.reset();

@@ -91,13 +91,14 @@ int RunFleet(FleetArgs base, const std::vector<int>& sizes,
     }
     std::cout << absl::StrFormat(
         "%6d nodes %6d ranks: register+rendezvous %.2f s, heartbeat p50 %.1f "
-        "/ p99 %.1f ms (a report with its results), %.0f records/s, "
-        "coordinator "
+        "/ p99 %.1f ms, report (stored) p50 %.1f / p99 %.1f ms, %.0f "
+        "records/s, coordinator "
         "%.2f CPU (%.4f CPU-s per node-minute), RSS %.0f MiB, errors %d, "
         "durable %s\n",
         nodes, p["ranks"].get<int>(), p["register_all_s"].get<double>(),
         p["heartbeat_p50_ms"].get<double>(),
-        p["heartbeat_p99_ms"].get<double>(), p["records_per_s"].get<double>(),
+        p["heartbeat_p99_ms"].get<double>(), p["report_p50_ms"].get<double>(),
+        p["report_p99_ms"].get<double>(), p["records_per_s"].get<double>(),
         p["coordinator_cpu_share"].get<double>(),
         p["coordinator_cpu_s_per_node_minute"].get<double>(),
         p["coordinator_rss_mib"].get<double>(), p["errors"].get<int64_t>(),
@@ -105,10 +106,13 @@ int RunFleet(FleetArgs base, const std::vector<int>& sizes,
     points.push_back(p);
   }
   // The fit is over the points where the coordinator kept up (heartbeat
-  // p99 within the 100 ms bar): past saturation, queued reports inflate
-  // memory and CPU measures only the ceiling.
-  for (auto& p : points)
-    p["kept_up"] = p["heartbeat_p99_ms"].get<double>() <= 100;
+  // p99 within the 100 ms bar, reports stored within a second): past
+  // saturation, queued reports inflate memory and CPU measures only the
+  // ceiling.
+  for (auto& p : points) {
+    p["kept_up"] = p["heartbeat_p99_ms"].get<double>() <= 100 &&
+                   p["report_p99_ms"].get<double>() <= 1000;
+  }
   int kept_up = 0;
   for (const auto& p : points) kept_up += p["kept_up"].get<bool>() ? 1 : 0;
   std::vector<double> x, cpu, rss;
@@ -160,9 +164,9 @@ int RunFleet(FleetArgs base, const std::vector<int>& sizes,
     nlohmann::json j;
     for (const char* key :
          {"nodes", "ranks", "register_all_s", "heartbeat_p50_ms",
-          "heartbeat_p99_ms", "records_per_s", "errors", "errors_by_code",
-          "coordinator_rss_mib", "coordinator_cpu_s_per_node_minute",
-          "durable"}) {
+          "heartbeat_p99_ms", "report_p50_ms", "report_p99_ms", "records_per_s",
+          "errors", "errors_by_code", "coordinator_rss_mib",
+          "coordinator_cpu_s_per_node_minute", "durable"}) {
       j[key] = big[key];
     }
     j["pass"] = pass;

@@ -4,8 +4,8 @@
 # nodes, each node reporting its ranks' heartbeats and 11 results once a
 # second over its NodeSession stream (22,528 results/s at 2,048 nodes); the
 # coordinator pinned to CPU 0, the fleet to the others. Then the 2,048-node
-# point at 14 results per node, past what one coordinator CPU takes, to
-# show what gives first.
+# point at 40 results per node (81,920/s offered), past what one
+# coordinator CPU stores, to show what gives first.
 # Writes bench/results/${MACHINE:-cpu}/control-plane-scale{.json,.txt,-over.json}.
 #   scripts/build && bash bench/coordinator/scale.sh
 set -euo pipefail
@@ -20,7 +20,7 @@ seconds=${SECONDS_STEADY:-30}
   "$bin" --nodes 128,512,2048 --ranks-per-node 8 --results-per-node 11 \
     --seconds "$seconds" --json "$out/control-plane-scale.json" || true
   echo
-  echo "\$ $bin --nodes 2048 --ranks-per-node 8 --results-per-node 14 --seconds $seconds"
-  "$bin" --nodes 2048 --ranks-per-node 8 --results-per-node 14 \
+  echo "\$ $bin --nodes 2048 --ranks-per-node 8 --results-per-node 40 --seconds $seconds"
+  "$bin" --nodes 2048 --ranks-per-node 8 --results-per-node 40 \
     --seconds "$seconds" --json "$out/control-plane-scale-over.json" || true
 } | tee "$out/control-plane-scale.txt"
