@@ -109,10 +109,12 @@ netns_run_bootstrap() {
 # --launcher external and starts every rank with `ringmaster-worker run
 # --bootstrap`, rank r in node r / RANKS_PER_NODE + 1 (default 1 rank per
 # node), talking to ADDRESS (default: the coordinator itself; e.g. a proxy
-# in front of it). Sets job and pids; rank logs in $work/NAME.rank<r>.log.
+# in front of it). With NETNS_NODE_LEADER=1 each node's first rank speaks
+# for the node's ranks (their local rank and count given). Sets job and
+# pids; rank logs in $work/NAME.rank<r>.log.
 netns_start_external() {
   local name=$1 plan=$2 np=${3:-} per_node=${4:-1} addr=${5:-${client[1]}} token r node
-  local sizing=()
+  local sizing=() leader=()
   [ -n "$np" ] && sizing=(--np "$np")
   "$bin/ringmaster" submit "${client[@]}" --backend host "${sizing[@]}" --json "$plan" > "$work/$name.submit"
   job=$(tail -1 "$work/$name.submit")
@@ -121,10 +123,12 @@ netns_start_external() {
   pids=()
   for r in $(seq 0 $((np - 1))); do
     node=$((r / per_node + 1))
+    [ "${NETNS_NODE_LEADER:-0}" = 1 ] && leader=(RINGMASTER_NODE_LEADER=1
+      RINGMASTER_LOCAL_RANK=$((r % per_node)) RINGMASTER_LOCAL_SIZE="$per_node")
     # shellcheck disable=SC2016  # expanded by the inner bash
     ip netns exec "$RM_NET_TAG-node$node" unshare --uts bash -c \
       'hostname "$1"; shift; exec "$@"' agent "node$node" \
-      env RINGMASTER_TOKEN="$token" RINGMASTER_TLS_CA="$work/ca.pem" \
+      env RINGMASTER_TOKEN="$token" RINGMASTER_TLS_CA="$work/ca.pem" "${leader[@]}" \
       "$bin/ringmaster-worker" run --bootstrap --coordinator "$addr" \
       --job "$job" --rank "$r" --world-size "$np" --backend host \
       > "$work/$name.rank$r.log" 2>&1 &
