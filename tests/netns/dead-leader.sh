@@ -19,7 +19,6 @@ LEASE=4
 netns_up 2 2
 NETNS_HEARTBEAT=$LEASE netns_serve --launcher external
 
-now() { date +%s.%N; }
 NETNS_NODE_LEADER=1 netns_start_external leader "$root/tests/plans/service-long.yaml" 4 2
 ran=0
 for _ in $(seq 600); do
@@ -27,17 +26,10 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 [ "$ran" = 1 ] || { echo "FAIL: the job never stored a result"; tail -20 "$work/serve.log"; exit 1; }
+killed_at=$(date +%s.%N)
 kill -9 "${pids[2]}"
-killed_at=$(now)
 wait "${pids[2]}" 2> /dev/null || true
-state=""
-while :; do
-  state=$(netns_field "$job" state)
-  case $state in SUCCEEDED | FAILED | CANCELLED) break ;; esac
-  if python3 -c "import sys; sys.exit(0 if $(now) - $killed_at > 60 else 1)"; then break; fi
-  sleep 0.05
-done
-detect_s=$(python3 -c "print(f'{$(now) - $killed_at:.2f}')")
+netns_wait_end "$job" "$killed_at"
 failure=$(netns_field "$job" failure | python3 -c 'import ast,sys; d=ast.literal_eval(sys.stdin.read() or "{}"); print(d.get("reason",""), d.get("rank",""), "|", d.get("detail",""))')
 kill "${pids[@]}" 2> /dev/null || true
 wait "${pids[@]}" 2> /dev/null || true

@@ -142,3 +142,16 @@ netns_field() {
   { "$bin/ringmaster" status "${client[@]}" --json "$1" || true; } |
     python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], ""))' "$2"
 }
+
+# netns_wait_end JOB SINCE: waits (at most 60 s) until JOB ended; sets state
+# and detect_s (seconds from SINCE, a `date +%s.%N`, to the end seen).
+# shellcheck disable=SC2034  # state and detect_s are the caller's
+netns_wait_end() {
+  while :; do
+    state=$(netns_field "$1" state)
+    case $state in SUCCEEDED | FAILED | CANCELLED) break ;; esac
+    if python3 -c "import sys; sys.exit(0 if $(date +%s.%N) - $2 > 60 else 1)"; then break; fi
+    sleep 0.05
+  done
+  detect_s=$(python3 -c "print(f'{$(date +%s.%N) - $2:.2f}')")
+}

@@ -72,14 +72,7 @@ duplicates=$("$bin/ringmaster" results "${client[@]}" "$short_job" --format json
 netns_start_external long "$plan" 2
 wait_results "$job" 2 || { echo "FAIL: the job never stored a result"; exit 1; }
 cut_link
-cut_at=$(now)
-while :; do
-  state=$(netns_field "$job" state)
-  case $state in SUCCEEDED | FAILED | CANCELLED) break ;; esac
-  if python3 -c "import sys; sys.exit(0 if $(now) - $cut_at > 60 else 1)"; then break; fi
-  sleep 0.05
-done
-detect_s=$(python3 -c "print(f'{$(now) - $cut_at:.2f}')")
+netns_wait_end "$job" "$(now)"
 long_state=$state
 reason=$(netns_field "$job" failure | python3 -c 'import ast,sys; d=ast.literal_eval(sys.stdin.read() or "{}"); print(d.get("reason",""), d.get("rank",""))')
 at_failure=$(netns_field "$job" results)
