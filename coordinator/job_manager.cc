@@ -495,8 +495,13 @@ absl::StatusOr<v1::ReportResultsResponse> JobManager::ReportResults(
 
 absl::StatusOr<v1::NodeReportResponse> JobManager::NodeReport(
     const v1::NodeReportRequest& request) {
+  absl::StatusOr<v1::NodeReportResponse> beat = NodeHeartbeats(request);
+  if (!beat.ok() || request.reports().empty()) return beat;
   v1::NodeReportRequest req = request;  // stamped as stored
-  return std::move(NodeReports({&req}).front());
+  absl::StatusOr<v1::NodeReportResponse> resp =
+      std::move(NodeReports({&req}).front());
+  if (resp.ok() && beat->cancel()) resp->set_cancel(true);
+  return resp;
 }
 
 absl::StatusOr<bool> JobManager::TakeNodeHeartbeatsLocked(
@@ -533,20 +538,14 @@ absl::StatusOr<v1::NodeReportResponse> JobManager::NodeHeartbeats(
   return resp;
 }
 
-// One node report's checks (and heartbeats, unless taken) under mu_: its
+// One node report's checks under mu_ (its heartbeats were taken): its
 // results stamped, its final marks into `finals`, its answer so far into
 // `resp`.
 absl::Status JobManager::PrepareNodeReportLocked(
-    v1::NodeReportRequest* req, absl::Time now, bool heartbeats_taken,
-    std::vector<Store::RankFinal>* finals, v1::NodeReportResponse* resp) {
+    v1::NodeReportRequest* req, std::vector<Store::RankFinal>* finals,
+    v1::NodeReportResponse* resp) {
   JobRecord* rec = Find(req->job_id());
   if (!rec) return absl::NotFoundError("unknown job " + req->job_id());
-  bool cancel = false;
-  if (!heartbeats_taken) {
-    auto taken = TakeNodeHeartbeatsLocked(rec, *req, now);
-    if (!taken.ok()) return taken.status();
-    cancel = *taken;
-  }
   finals->assign(req->reports_size(), {});
   for (int i = 0; i < req->reports_size(); ++i) {
     v1::ReportResultsRequest* rep = req->mutable_reports(i);
@@ -557,25 +556,22 @@ absl::Status JobManager::PrepareNodeReportLocked(
     RM_RETURN_IF_ERROR(PrepareReportLocked(*rec, rep));
     if (rep->final()) (*finals)[i] = FinalMark(*rep);
   }
-  resp->set_cancel(cancel || TerminalState(rec->job.state()) ||
-                   rec->cancel_requested);
+  resp->set_cancel(TerminalState(rec->job.state()) || rec->cancel_requested);
   return absl::OkStatus();
 }
 
 std::vector<absl::StatusOr<v1::NodeReportResponse>> JobManager::NodeReports(
-    const std::vector<v1::NodeReportRequest*>& reqs, bool heartbeats_taken) {
+    const std::vector<v1::NodeReportRequest*>& reqs) {
   const size_t n = reqs.size();
   std::vector<absl::StatusOr<v1::NodeReportResponse>> out(
       n, v1::NodeReportResponse());
   std::vector<std::vector<Store::RankFinal>> finals(n);
   // The lock is taken per request, not for the whole batch: heartbeats
   // taken meanwhile on other threads wait for one report, not for all.
-  const absl::Time now = absl::Now();
   size_t reports = 0;
   for (size_t k = 0; k < n; ++k) {
     MutexLock lock(&mu_);
-    absl::Status s = PrepareNodeReportLocked(reqs[k], now, heartbeats_taken,
-                                             &finals[k], &*out[k]);
+    absl::Status s = PrepareNodeReportLocked(reqs[k], &finals[k], &*out[k]);
     if (!s.ok()) out[k] = s;
     reports += reqs[k]->reports_size();
   }

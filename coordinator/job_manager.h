@@ -122,15 +122,12 @@ class JobManager {
   // reports (cancel), or the error that fails the whole report.
   absl::StatusOr<v1::NodeReportResponse> NodeHeartbeats(
       const v1::NodeReportRequest& request);
-  // Several nodes' reports (of any jobs): each checked on its own (an
-  // error answers that request only), the results of all of them stamped
-  // in place and stored in one transaction; an answer per request, in
-  // order. With `heartbeats_taken`, NodeHeartbeats already took each
-  // request's heartbeats and gone marks and only the reports are handled
-  // here.
+  // The reports of several nodes' messages (of any jobs) whose heartbeats
+  // NodeHeartbeats took: each checked on its own (an error answers that
+  // request only), the results of all of them stamped in place and stored
+  // in one transaction; an answer per request, in order.
   std::vector<absl::StatusOr<v1::NodeReportResponse>> NodeReports(
-      const std::vector<v1::NodeReportRequest*>& requests,
-      bool heartbeats_taken = false);
+      const std::vector<v1::NodeReportRequest*>& requests);
 
   // User calls.
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
@@ -218,7 +215,6 @@ class JobManager {
       JobRecord* rec, const v1::NodeReportRequest& req, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PrepareNodeReportLocked(v1::NodeReportRequest* req,
-                                       absl::Time now, bool heartbeats_taken,
                                        std::vector<Store::RankFinal>* finals,
                                        v1::NodeReportResponse* resp)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

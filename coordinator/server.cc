@@ -243,10 +243,12 @@ class ReportBatcher {
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
   }
-  void Submit(std::shared_ptr<v1::NodeReportRequest> req, Done done) {
+  // `cancel`: the answer to the request's heartbeats said stop.
+  void Submit(std::shared_ptr<v1::NodeReportRequest> req, bool cancel,
+              Done done) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back({std::move(req), std::move(done)});
+      queue_.push_back({std::move(req), cancel, std::move(done)});
     }
     cv_.notify_one();
   }
@@ -254,6 +256,7 @@ class ReportBatcher {
  private:
   struct Item {
     std::shared_ptr<v1::NodeReportRequest> req;
+    bool cancel = false;
     Done done;
   };
   // At most this many reports in one transaction, so the first of a long
@@ -284,9 +287,12 @@ class ReportBatcher {
       }
       reqs.clear();
       for (const Item& item : batch) reqs.push_back(item.req.get());
-      auto answers = manager_->NodeReports(reqs, /*heartbeats_taken=*/true);
-      for (size_t i = 0; i < batch.size(); ++i)
+      auto answers = manager_->NodeReports(reqs);
+      for (size_t i = 0; i < batch.size(); ++i) {
+        // The heartbeats' cancel holds for the reports' answer too.
+        if (answers[i].ok() && batch[i].cancel) answers[i]->set_cancel(true);
         batch[i].done(std::move(answers[i]));
+      }
       batch.clear();
     }
   }
@@ -360,14 +366,11 @@ class NodeSessionReactor
       std::lock_guard<std::mutex> lock(mu_);
       ++holds_;
     }
-    batcher_->Submit(
-        std::move(req),
-        [this, seq, cancel](absl::StatusOr<v1::NodeReportResponse> resp) {
-          // The heartbeats' cancel holds for the reports' answer too.
-          if (resp.ok() && cancel) resp->set_cancel(true);
-          Answer(std::move(resp), seq);
-          Release();
-        });
+    batcher_->Submit(std::move(req), cancel,
+                     [this, seq](absl::StatusOr<v1::NodeReportResponse> resp) {
+                       Answer(std::move(resp), seq);
+                       Release();
+                     });
   }
 
   void OnWriteDone(bool ok) override {
@@ -520,12 +523,10 @@ class Service final : public v1::Coordinator::CallbackService {
             r->Finish(ToGrpc(Assign(std::move(beat), resp)));
             return;
           }
-          const bool cancel = beat->cancel();
           // A copy: the batcher stamps the results it stores.
           batcher_.Submit(
-              std::make_shared<v1::NodeReportRequest>(*req),
-              [r, resp, cancel](absl::StatusOr<v1::NodeReportResponse> answer) {
-                if (answer.ok() && cancel) answer->set_cancel(true);
+              std::make_shared<v1::NodeReportRequest>(*req), beat->cancel(),
+              [r, resp](absl::StatusOr<v1::NodeReportResponse> answer) {
                 r->Finish(ToGrpc(Assign(std::move(answer), resp)));
               });
         });

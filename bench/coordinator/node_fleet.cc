@@ -573,8 +573,6 @@ nlohmann::json RunNodeFleet(const FleetArgs& a) {
   if (auto store = Store::Open(a.data_dir + "/ringmaster.db"); store.ok()) {
     if (auto n = (*store)->CountResults(job_id, 1); n.ok()) stored = *n;
   }
-  // A node's heartbeat is its report: the latency is the report's, its
-  // results' commit included.
   const std::vector<double> beats = tally.heartbeat_ms();
   const std::vector<double> rep = tally.report_ms();
   out["seconds"] = elapsed;
