@@ -6,6 +6,7 @@
 
 #include "kernels/decode_kernels.h"
 #include "kernels/transformer_uniform.cuh"
+#include "kernels/warp_reduce.cuh"
 
 namespace ringmaster::tk {
 namespace {
@@ -48,18 +49,6 @@ __device__ __forceinline__ void Unpack8(const uint4& v, float out[8]) {
     out[2 * i] = f.x;
     out[2 * i + 1] = f.y;
   }
-}
-
-__device__ __forceinline__ float WarpSum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float WarpMax(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
 }
 
 // Launches kernel on grid x threads, as a programmatic dependent of the

@@ -48,12 +48,6 @@ class DeviceCopy {
   size_t n_;
 };
 
-std::vector<uint16_t> Bf16Values(int64_t n, uint64_t seed, float scale) {
-  std::vector<uint16_t> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = ToBf16(scale * Value(seed + i));
-  return v;
-}
-
 // A scratch of `floats` partial results and zeroed counters.
 struct Scratch {
   explicit Scratch(int64_t floats)

@@ -36,6 +36,13 @@ inline float Value(uint64_t i) {
   return static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);
 }
 
+// n bfloat16 values scale * Value(seed + i).
+inline std::vector<uint16_t> Bf16Values(int64_t n, uint64_t seed, float scale) {
+  std::vector<uint16_t> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = ToBf16(scale * Value(seed + i));
+  return v;
+}
+
 inline bool HaveGpu() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;

@@ -18,6 +18,7 @@
 #include "core/status_macros.h"
 #include "core/transformer.h"
 #include "kernels/decode_kernels.h"
+#include "kernels/decode_step.h"
 #include "kernels/flash_attention.h"
 #include "kernels/transformer_kernels.h"
 
@@ -68,6 +69,9 @@ class CudaInferenceEngine : public InferenceEngine {
                             std::vector<float>* out);
   absl::Status DecodeStep();  // captured in graph_
   absl::Status ChooseDecodePath();
+  // The fused step's model (its pointers) and state, after the weights and
+  // caches are allocated.
+  absl::Status PrepareFusedStep();
   // Decode attention of layer l (rotary and the cache append included).
   absl::Status DecodeAttention(int l, bool pdl);
   // One layer of a decode step of at most kDecodeGemvMaxRows sequences
@@ -94,6 +98,9 @@ class CudaInferenceEngine : public InferenceEngine {
        *y_ = nullptr;
   float *rinv_ = nullptr, *lse_ = nullptr, *cos_ = nullptr, *sin_ = nullptr;
   tk::DecodeScratch scratch_;
+  bool fused_ = false;  // a decode step as one tk::DecodeStep launch
+  tk::DecodeStepModel step_;
+  tk::DecodeStepState step_state_;
   bool gemv_ = false;   // decode products by tk::DecodeGemv
   bool pdl_ = true;     // decode kernels as programmatic dependents
   int* pos_ = nullptr;  // the next position (device memory)
@@ -200,6 +207,7 @@ absl::Status CudaInferenceEngine::Prepare(const v1::Case& c) {
                         cudaMemcpyHostToDevice, s_));
   RM_CU(cudaMemcpyAsync(sin_, sin_h.data(), sin_h.size() * 4,
                         cudaMemcpyHostToDevice, s_));
+  if (fused_) RM_RETURN_IF_ERROR(PrepareFusedStep());
   RM_RETURN_IF_ERROR(
       InitCudaTransformerWeights(shape_, shape_.layers, off_, w_, nullptr, s_));
   RM_CU(cudaStreamSynchronize(s_));
@@ -289,35 +297,91 @@ absl::Status CudaInferenceEngine::PrefillChunk(int64_t b0, int64_t nb,
   return absl::OkStatus();
 }
 
-// Decode products: tk::DecodeGemv at batch 1, where it reads each weight
-// once at close to the memory's bandwidth and a general product of one
-// row does not; cuBLASLt beyond (on an H200 it measured faster from batch
-// 2 on: the kernel's fp32 FMAs and registers grow with the rows).
-// RINGMASTER_DECODE_GEMV=1 takes the kernel up to its row limit, 0 never;
-// RINGMASTER_DECODE_PDL=0 launches the decode kernels without programmatic
-// dependence (to compare them).
+// Decode at batch 1: the whole step as one persistent kernel
+// (tk::DecodeStep) where it takes the shape, else the products by
+// tk::DecodeGemv, where it reads each weight once at close to the memory's
+// bandwidth and a general product of one row does not; cuBLASLt beyond (on
+// an H200 it measured faster from batch 2 on: the kernel's fp32 FMAs and
+// registers grow with the rows). RINGMASTER_DECODE_FUSED=0 leaves the
+// fused step out (1 requires it); RINGMASTER_DECODE_GEMV=1 takes the
+// matrix-vector kernels up to their row limit, 0 never (both without the
+// fused step); RINGMASTER_DECODE_PDL=0 launches the decode kernels without
+// programmatic dependence (to compare them).
 constexpr int64_t kGemvBatches = 1;
 
 absl::Status CudaInferenceEngine::ChooseDecodePath() {
+  const char* fused = std::getenv("RINGMASTER_DECODE_FUSED");
   const char* gemv = std::getenv("RINGMASTER_DECODE_GEMV");
   const char* pdl = std::getenv("RINGMASTER_DECODE_PDL");
-  for (const char* v : {gemv, pdl}) {
+  for (const char* v : {fused, gemv, pdl}) {
     if (v != nullptr && std::string(v) != "0" && std::string(v) != "1") {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "RINGMASTER_DECODE_GEMV / RINGMASTER_DECODE_PDL: expected 0 or 1, "
-          "not %s",
-          v));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("RINGMASTER_DECODE_FUSED / RINGMASTER_DECODE_GEMV / "
+                          "RINGMASTER_DECODE_PDL: expected 0 or 1, not %s",
+                          v));
     }
   }
   const std::string forced = gemv != nullptr ? gemv : "";
+  const std::string want_fused = fused != nullptr ? fused : "";
+  step_ = tk::DecodeStepModel{};
+  step_.layers = shape_.layers;
+  step_.hidden = h_;
+  step_.heads = shape_.heads;
+  step_.kv_heads = shape_.kv_heads;
+  step_.head_dim = hd_;
+  step_.ffn = f_;
+  step_.capacity = cap_;
+  step_.eps = static_cast<float>(shape_.norm_eps);
+  step_.scale = scale_;
+  fused_ = batch_ == 1 && forced.empty() && want_fused != "0" &&
+           tk::DecodeStepSupports(step_);
+  if (want_fused == "1" && !fused_) {
+    return absl::InvalidArgumentError(
+        "RINGMASTER_DECODE_FUSED=1: the fused decode step takes batch 1 only, "
+        "without RINGMASTER_DECODE_GEMV, and a shape it supports (every "
+        "product's outputs a multiple of 256, head_dim 64 or 128)");
+  }
   gemv_ = forced == "1"   ? batch_ <= tk::kDecodeGemvMaxRows
           : forced == "0" ? false
                           : batch_ <= kGemvBatches;
   pdl_ = pdl == nullptr || std::string(pdl) == "1";
   describe_ = absl::StrFormat(
-      "GPU %d %s (bf16, decode steps as a CUDA graph, decode products by %s%s)",
-      device_, gpu_name_, gemv_ ? "matrix-vector kernels" : "cuBLASLt",
-      gemv_ && pdl_ ? ", dependent launches" : "");
+      "GPU %d %s (bf16, decode steps as a CUDA graph, %s)", device_, gpu_name_,
+      fused_  ? "each decode step one persistent kernel"
+      : gemv_ ? (pdl_ ? "decode products by matrix-vector kernels, "
+                        "dependent launches"
+                      : "decode products by matrix-vector kernels")
+              : "decode products by cuBLASLt");
+  return absl::OkStatus();
+}
+
+absl::Status CudaInferenceEngine::PrepareFusedStep() {
+  step_.weights = w_;
+  step_.layer_elems = off_.size;
+  step_.off_g1 = off_.g1;
+  step_.off_wqkv = off_.wqkv;
+  step_.off_wo = off_.wo;
+  step_.off_g2 = off_.g2;
+  step_.off_wgu = off_.wgu;
+  step_.off_wd = off_.wd;
+  step_.final_gain = At(w_, shape_.layers * off_.size);
+  step_.cos_table = cos_;
+  step_.sin_table = sin_;
+  std::vector<void*> caches(kcache_);
+  caches.insert(caches.end(), vcache_.begin(), vcache_.end());
+  void** dev = nullptr;
+  RM_RETURN_IF_ERROR(
+      Alloc(&dev, static_cast<int64_t>(caches.size()), sizeof(void*), false));
+  RM_CU(cudaMemcpyAsync(dev, caches.data(), caches.size() * sizeof(void*),
+                        cudaMemcpyHostToDevice, s_));
+  step_.kcache = dev;
+  step_.vcache = dev + shape_.layers;
+  const int64_t floats = tk::DecodeStepFloats(step_),
+                words = tk::DecodeStepWords(step_);
+  RM_RETURN_IF_ERROR(Alloc(&step_state_.floats, floats, 4, false));
+  RM_RETURN_IF_ERROR(Alloc(&step_state_.words, words, 4, false));
+  RM_CU(cudaMemsetAsync(step_state_.floats, 0, floats * 4, s_));
+  RM_CU(cudaMemsetAsync(step_state_.words, 0, words * 4, s_));
   return absl::OkStatus();
 }
 
@@ -348,6 +412,11 @@ absl::Status CudaInferenceEngine::DecodeAttention(int l, bool pdl) {
 
 absl::Status CudaInferenceEngine::DecodeStep() {
   RM_CU(tk::SequenceInputs(x_, batch_, 1, h_, cap_, 0, pos_, s_));
+  if (fused_) {
+    RM_CU(tk::DecodeStep(step_, step_state_, x_, y_, pos_, s_));
+    RM_CU(tk::Advance(pos_, s_));
+    return absl::OkStatus();
+  }
   void *in = x_, *other = x2_;
   for (int l = 0; l < shape_.layers; ++l) {
     if (gemv_) {

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Runs on the 1xH200 machine with .bundle/ carried: the decode kernels'
-# GPU test, Ringmaster's GPU inference plan (bench/inference/plan.yaml:
-# the HBM copy bandwidth, a small checked shape, the llama3-8b slice's
-# batch sweep), its decode at batches 1, 2 and 8 without dependent
-# launches, through cuBLASLt only and through the matrix-vector kernels
-# only (variants.yaml), PyTorch's
+# and the fused decode step's GPU tests (the step's phase timeline), the
+# HBM read rate of plain loads and of the step's streaming
+# (read_pattern, when the bundle has it), Ringmaster's GPU inference plan
+# (bench/inference/plan.yaml: the HBM copy bandwidth, a small checked
+# shape, the llama3-8b slice's batch sweep), its decode at batches 1, 2
+# and 8 without the fused step, without dependent launches, through
+# cuBLASLt only and through the matrix-vector kernels only
+# (variants.yaml), PyTorch's
 # static-cache server on the same shape (peer.py: prefill through SDPA,
 # decode under torch.compile mode="reduce-overhead"), then summary.json.
 # Writes $OUT/bench.tgz, console.txt and summary.json.
@@ -18,6 +21,17 @@ if [ -x .bundle/bin/ringmaster_decode_kernels_test ]; then
   echo "decode kernels test: exit $?" | tee -a "$w"/console.txt
   grep -E "FAILED|PASSED" "$w"/decode-test.txt | head -12 >> "$w"/console.txt
 fi
+if [ -x .bundle/bin/ringmaster_decode_step_test ]; then
+  .bundle/bin/ringmaster_decode_step_test > "$w"/decode-step-test.txt 2>&1
+  echo "decode step test: exit $?" | tee -a "$w"/console.txt
+  grep -E "FAILED|PASSED|phases|rel error" "$w"/decode-step-test.txt \
+    >> "$w"/console.txt
+fi
+if [ -x .bundle/bin/read_pattern ]; then
+  .bundle/bin/read_pattern > "$w"/read-pattern.txt 2>&1
+  echo "read_pattern: exit $?" | tee -a "$w"/console.txt
+  cat "$w"/read-pattern.txt >> "$w"/console.txt
+fi
 "$R" run bench/inference/plan.yaml --np 1 --timeout 500 --out "$w"/rm \
   > "$w"/ringmaster.txt 2> "$w"/ringmaster.err
 echo "ringmaster: exit $?" | tee -a "$w"/console.txt
@@ -26,7 +40,7 @@ cat "$w"/rm/*/results.jsonl > "$w"/ringmaster.jsonl 2>/dev/null
   grep -E "^ (tp|[0-9])|FAILED|SKIPPED|skipped|objective|^#" "$w"/ringmaster.txt | head -40
   tail -3 "$w"/ringmaster.err
 } >> "$w"/console.txt
-for v in PDL=0 GEMV=0 GEMV=1; do
+for v in FUSED=0 PDL=0 GEMV=0 GEMV=1; do
   env "RINGMASTER_DECODE_$v" "$R" run bench/inference/variants.yaml --np 1 \
     --timeout 200 --out "$w/rm-$v" > "$w/ringmaster-$v.txt" 2>&1
   echo "ringmaster, RINGMASTER_DECODE_$v: exit $?" | tee -a "$w"/console.txt
@@ -39,9 +53,11 @@ PYTHONUNBUFFERED=1 timeout 300 python3 bench/inference/peer.py --layers 4 \
 echo "torch: exit $?" | tee -a "$w"/console.txt
 grep -E "batch|Error|error" "$w"/torch.txt | tail -8 >> "$w"/console.txt
 python3 bench/inference/summarize.py --ringmaster "$w"/ringmaster.jsonl \
-  --torch "$w"/torch.json --variant no_pdl="$w"/ringmaster-PDL=0.jsonl \
+  --torch "$w"/torch.json --variant unfused="$w"/ringmaster-FUSED=0.jsonl \
+  --variant no_pdl="$w"/ringmaster-PDL=0.jsonl \
   --variant cublaslt="$w"/ringmaster-GEMV=0.jsonl \
-  --variant gemv="$w"/ringmaster-GEMV=1.jsonl --out "$w"/summary.json | tee -a "$w"/console.txt
+  --variant gemv="$w"/ringmaster-GEMV=1.jsonl \
+  --read-pattern "$w"/read-pattern.txt --out "$w"/summary.json | tee -a "$w"/console.txt
 rm -rf "$w"/rm "$w"/rm-*
 tar -C "$w" -czf "$out/bench.tgz" .
 cp "$w"/console.txt "$w"/summary.json "$out/" 2>/dev/null

@@ -20,6 +20,9 @@ def main():
                    metavar="NAME=JSONL",
                    help="the same decode under another setting: its TPOT "
                         "p50 per batch as key suffix _NAME")
+    p.add_argument("--read-pattern", metavar="TXT",
+                   help="read_pattern's output: the HBM read rate of plain "
+                        "loads and of the decode step's ring")
     p.add_argument("--out", required=True)
     a = p.parse_args()
     rows = [json.loads(line) for line in open(a.ringmaster)]
@@ -76,6 +79,24 @@ def main():
             batch = int(r["case"]["transformer"].get("micro_batch", 1))
             s["inference_llama3_8b_b%d_tpot_p50_ms_%s" % (batch, name)] = \
                 r["serve"]["tpot_p50_s"] * 1e3
+    if a.read_pattern:
+        try:
+            lines = open(a.read_pattern).read().splitlines()
+        except OSError:
+            lines = []
+        for line in lines:
+            if "GB/s read" not in line:
+                continue
+            gbps = float(line.split(",")[-1].split()[0])
+            if line.startswith("plain loads"):
+                key = "hbm_read_plain_loads_gbps"
+            elif line.startswith("ring, a range per block") and " 512 B" in line:
+                key = "hbm_read_ring_range_per_block_gbps"
+            elif line.startswith("ring, blocks interleaved") and " 512 B" in line:
+                key = "hbm_read_ring_interleaved_gbps"
+            else:
+                continue
+            s[key] = max(s.get(key, 0), gbps)
     json.dump(s, open(a.out, "w"), indent=1, sort_keys=True)
     for k in sorted(s):
         print("%-58s %.6g" % (k, s[k]))

@@ -1,0 +1,169 @@
+// How fast one persistent block per SM streams a weight matrix from HBM
+// through a per-thread cp.async ring (the fused decode step's way), by the
+// width of the contiguous segment a row is read in: segments of `seg`
+// bytes numbered tile-major (all rows of a column segment, then the next
+// segment), each block taking a contiguous range of 16-byte pieces,
+// consecutive threads consecutive pieces. seg = 512 is the decode step's
+// pattern (a warp per row segment); seg = the row's bytes reads the matrix
+// front to back.
+//   nvcc -std=c++17 -arch=sm_90 -O3 -o read_pattern read_pattern.cu
+//   ./read_pattern [rows cols]   (bf16 elements; default 4096 x 28672)
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kStages = 21;
+
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem)
+               : "memory");
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    Stream(const char* w, int64_t rows, int64_t row_bytes, int64_t seg,
+           bool interleaved, float* sink) {
+  extern __shared__ uint4 ring[];
+  const int64_t pieces = rows * row_bytes / 16, per_seg = seg / 16;
+  // Interleaved: the blocks' ranges are dealt out kThreads pieces at a
+  // time (block b's i-th group of pieces is group i * gridDim.x + b), so
+  // the grid reads one window of the matrix at a time.
+  const int64_t groups = pieces / kThreads;
+  const int64_t s = interleaved ? 0 : pieces * blockIdx.x / gridDim.x,
+                e = interleaved ? (groups - blockIdx.x + gridDim.x - 1) /
+                                      gridDim.x * kThreads
+                                : pieces * (blockIdx.x + 1) / gridDim.x;
+  auto address = [&](int64_t c) {
+    if (interleaved)
+      c = (c / kThreads * gridDim.x + blockIdx.x) * kThreads + c % kThreads;
+    const int64_t sl = c / per_seg, within = c % per_seg;
+    const int64_t tile = sl / rows, row = sl % rows;
+    return w + row * row_bytes + tile * seg + within * 16;
+  };
+  int64_t issue = s + threadIdx.x;
+  for (int i = 0; i < kStages; ++i) {
+    if (issue < e) CpAsync16(&ring[i * kThreads + threadIdx.x], address(issue));
+    issue += kThreads;
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  }
+  float acc = 0;
+  int slot = 0;
+  for (int64_t c = s + threadIdx.x; c < e; c += kThreads) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 1) : "memory");
+    const uint4 v = ring[slot * kThreads + threadIdx.x];
+    acc += __uint_as_float(v.x ^ v.y ^ v.z ^ v.w);
+    if (issue < e)
+      CpAsync16(&ring[slot * kThreads + threadIdx.x], address(issue));
+    issue += kThreads;
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    slot = slot + 1 == kStages ? 0 : slot + 1;
+  }
+  if (acc == 1.2345f) sink[0] = acc;  // keeps the reads
+}
+
+// The same bytes by plain 16-byte loads (ld.global.cs), U per thread in
+// flight, a grid-stride loop over every resident thread: the read rate
+// the ring is measured against.
+template <int U>
+__global__ void Plain(const uint4* w, int64_t n, float* sink) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  uint32_t acc = 0;
+  int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  for (; i + (U - 1) * stride < n; i += U * stride) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = __ldcs(w + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < n; i += stride) {
+    const uint4 v = __ldcs(w + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x12345u) sink[0] = 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t rows = argc > 2 ? std::atoll(argv[1]) : 4096;
+  const int64_t cols = argc > 2 ? std::atoll(argv[2]) : 28672;
+  const int64_t row_bytes = cols * 2, bytes = rows * row_bytes;
+  char* w = nullptr;
+  float* sink = nullptr;
+  if (cudaMalloc(&w, bytes) != cudaSuccess ||
+      cudaMalloc(&sink, sizeof(float)) != cudaSuccess) {
+    std::fprintf(stderr, "cudaMalloc failed\n");
+    return 1;
+  }
+  cudaMemset(w, 1, bytes);
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const size_t smem = size_t{kStages} * kThreads * 16;
+  cudaFuncSetAttribute(Stream, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       static_cast<int>(smem));
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::printf(
+      "matrix %lld x %lld bf16 (%.1f MB), %d blocks x %d threads, "
+      "ring %d x 16 B per thread\n",
+      static_cast<long long>(rows), static_cast<long long>(cols), bytes / 1e6,
+      sms, kThreads, kStages);
+  const int64_t segs[] = {512, 1024, 2048, 4096, 8192, row_bytes};
+  for (int il = 0; il < 2; ++il)
+    for (int64_t seg : segs) {
+      if (row_bytes % seg != 0 || (il == 1 && seg != 512 && seg != row_bytes))
+        continue;
+      for (int i = 0; i < 3; ++i)
+        Stream<<<sms, kThreads, smem>>>(w, rows, row_bytes, seg, il, sink);
+      constexpr int kReps = 20;
+      cudaEventRecord(a);
+      for (int i = 0; i < kReps; ++i)
+        Stream<<<sms, kThreads, smem>>>(w, rows, row_bytes, seg, il, sink);
+      cudaEventRecord(b);
+      cudaEventSynchronize(b);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, a, b);
+      const double us = ms * 1e3 / kReps;
+      std::printf(
+          "ring, %s, segment %6lld B: %8.2f us per pass, %7.1f GB/s "
+          "read\n",
+          il ? "blocks interleaved" : "a range per block ",
+          static_cast<long long>(seg), us, bytes / us / 1e3);
+    }
+  auto plain = [&](auto kernel, int blocks_per_sm, int threads,
+                   const char* name) {
+    const int64_t n = bytes / 16;
+    for (int i = 0; i < 3; ++i)
+      kernel<<<sms * blocks_per_sm, threads>>>(
+          reinterpret_cast<const uint4*>(w), n, sink);
+    constexpr int kReps = 20;
+    cudaEventRecord(a);
+    for (int i = 0; i < kReps; ++i)
+      kernel<<<sms * blocks_per_sm, threads>>>(
+          reinterpret_cast<const uint4*>(w), n, sink);
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    const double us = ms * 1e3 / kReps;
+    std::printf("plain loads %-28s: %8.2f us per pass, %7.1f GB/s read\n", name,
+                us, bytes / us / 1e3);
+  };
+  plain(Plain<4>, 4, 512, "(4 in flight, 2048 thr/SM)");
+  plain(Plain<8>, 4, 512, "(8 in flight, 2048 thr/SM)");
+  plain(Plain<8>, 2, 512, "(8 in flight, 1024 thr/SM)");
+  plain(Plain<16>, 1, 512, "(16 in flight, 512 thr/SM)");
+  const cudaError_t err = cudaDeviceSynchronize();
+  if (err != cudaSuccess) {
+    std::fprintf(stderr, "%s\n", cudaGetErrorString(err));
+    return 1;
+  }
+  return 0;
+}

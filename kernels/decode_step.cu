@@ -1,0 +1,815 @@
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/decode_step.h"
+#include "kernels/warp_reduce.cuh"
+
+namespace ringmaster::tk {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+// A block: kThreads threads; each warp a ring of kStages slots of one item
+// (512 bytes), filled by bulk copies. A product y = x W (W row-major
+// [k x m]) is cut into items (tile, row): 8 columns per lane, kTileCols per
+// warp, of one row. Items are numbered
+// tile-major (tile * k + row) and split evenly into one contiguous range
+// per block; warp w of the block takes the range's items w, w + kWarps, ...
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+constexpr int kStages = 21;
+constexpr int kTileCols = 256;
+constexpr int kSegBytes = kTileCols * 2;  // a warp's slice of a row
+constexpr int kXsCap = 4096;              // inputs a block stages per product
+constexpr int kRedTiles = 2;  // tiles per block summed in shared memory
+constexpr int kGroups = kThreads / 128;  // attention: groups of 4 warps
+constexpr int kKeys = 32;                // keys per attention item
+constexpr int kMaxGroup = 4;             // query heads per key head
+constexpr int kProducts = 4;             // QKV, O, gate|up, down
+constexpr int kSplitsPerLane = 4;        // attention items per head / 32
+
+struct AttnSmem {
+  float qs[kMaxGroup][128];
+  float kcur[128], vcur[128];
+  float sc[kMaxGroup][kKeys];
+  float part[kMaxGroup * 512];  // pieces x group x head_dim
+  float mx[kMaxGroup], sum[kMaxGroup];
+};
+constexpr int kRedFloats = kRedTiles * kWarps * kTileCols;
+constexpr size_t kScratchBytes = std::max<size_t>(
+    (kRedFloats + kXsCap) * sizeof(float), kGroups * sizeof(AttnSmem));
+constexpr size_t kRingBytes = size_t{kStages} * kThreads * 16;
+constexpr size_t kBarrierBytes = size_t{kStages} * kWarps * sizeof(uint64_t);
+constexpr size_t kSmemBytes = kRingBytes + kScratchBytes + kBarrierBytes;
+
+struct Params {
+  DecodeStepModel m;
+  const bf16* x;
+  bf16* y;
+  const int* pos;
+  // Views of DecodeStepState.
+  float *h, *qkv, *attn, *gu, *partial;
+  unsigned* barrier;
+  int64_t* trace;
+  int64_t w3, qw, kw, max_splits;
+};
+
+struct Product {
+  const bf16* w;
+  int64_t k, m;
+  float* out;
+};
+
+__device__ Product ProductOf(const Params& p, int l, int q) {
+  const bf16* base =
+      static_cast<const bf16*>(p.m.weights) + l * p.m.layer_elems;
+  switch (q) {
+    case 0:
+      return {base + p.m.off_wqkv, p.m.hidden, p.w3, p.qkv};
+    case 1:
+      return {base + p.m.off_wo, p.qw, p.m.hidden, p.h};
+    case 2:
+      return {base + p.m.off_wgu, p.m.hidden, 2 * p.m.ffn, p.gu};
+    default:
+      return {base + p.m.off_wd, p.m.ffn, p.m.hidden, p.h};
+  }
+}
+
+// This block's items [s, e) of a product.
+__device__ void BlockRange(int64_t k, int64_t m, int64_t* s, int64_t* e) {
+  const int64_t n = m / kTileCols * k, g = gridDim.x, b = blockIdx.x;
+  *s = n * b / g;
+  *e = n * (b + 1) / g;
+}
+
+// A warp's ring slot is filled by one bulk copy (the tensor memory
+// accelerator: global -> shared, completing on the slot's mbarrier).
+__device__ __forceinline__ unsigned SmemAddress(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void BarrierInit(uint64_t* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SmemAddress(bar))
+               : "memory");
+}
+__device__ __forceinline__ void BulkLoad(void* smem, const void* gmem,
+                                         uint64_t* bar, uint64_t policy) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   SmemAddress(bar)),
+               "r"(kSegBytes)
+               : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes."
+      "L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(SmemAddress(smem)),
+      "l"(gmem), "r"(kSegBytes), "r"(SmemAddress(bar)), "l"(policy)
+      : "memory");
+}
+__device__ __forceinline__ void BarrierWait(uint64_t* bar, unsigned parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}" ::"r"(SmemAddress(bar)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ uint64_t EvictFirst() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;"
+               : "=l"(policy));
+  return policy;
+}
+__device__ __forceinline__ uint64_t GlobalNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ unsigned LoadAcquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
+               : "=r"(v)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+__device__ __forceinline__ float RoundBf16(float v) {
+  return __bfloat162float(__float2bfloat16(v));
+}
+
+// Every block arrives at barrier number `target / gridDim.x`; a block that
+// waits more than 5 s (a block that never became resident) traps instead
+// of hanging the GPU.
+__device__ void GridSync(unsigned* counter, unsigned target) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(counter, 1u);
+    const uint64_t start = GlobalNs();
+    unsigned spins = 0;
+    while (LoadAcquire(counter) < target) {
+      if ((++spins & 1023u) == 0 && GlobalNs() - start > 5000000000ull)
+        __trap();
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// The 128 threads of attention group `group` (named barrier 1 + group).
+__device__ __forceinline__ void GroupSync(int group) {
+  asm volatile("bar.sync %0, 128;" ::"r"(group + 1) : "memory");
+}
+
+// Sum over the block of one value per thread (all threads get it).
+__device__ float BlockSum(float v, float* stat) {
+  v = WarpSum(v);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  __syncthreads();
+  if (lane == 0) stat[warp] = v;
+  __syncthreads();
+  float s = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) s += stat[w];
+  return s;
+}
+
+// 1 / rms of the residual stream (the step's input for layer 0): loads
+// of 8 values, all of a thread's in flight before the sums.
+__device__ float ResidualRinv(const Params& p, bool input, float* stat) {
+  float ss = 0;
+  const int64_t n8 = p.m.hidden / 8;
+#pragma unroll 4
+  for (int64_t i = threadIdx.x; i < n8; i += kThreads) {
+    float v[8];
+    if (input) {
+      const uint4 raw = reinterpret_cast<const uint4*>(p.x)[i];
+      const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const float2 f = __bfloat1622float2(h2[c]);
+        v[2 * c] = f.x;
+        v[2 * c + 1] = f.y;
+      }
+    } else {
+      const float4 a = __ldcg(reinterpret_cast<const float4*>(p.h) + 2 * i),
+                   b = __ldcg(reinterpret_cast<const float4*>(p.h) + 2 * i + 1);
+      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+      v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    }
+#pragma unroll
+    for (int c = 0; c < 8; ++c) ss += v[c] * v[c];
+  }
+  ss = BlockSum(ss, stat);
+  return rsqrtf(ss / static_cast<float>(p.m.hidden) + p.m.eps);
+}
+
+// The producer's position in this thread's sequence of weight slices: every
+// product of every layer in order, this warp's items of each.
+struct Stream {
+  int l = 0, q = 0;
+  int left = 0, tile = 0, row = 0, k = 0;
+  int64_t m = 0, step = 0;  // row pitch; kWarps rows of it
+  const bf16* w = nullptr;
+  const bf16* at = nullptr;
+
+  __device__ void Begin(const Params& p) {
+    for (; l < p.m.layers; q == kProducts - 1 ? (q = 0, ++l) : ++q) {
+      const Product pr = ProductOf(p, l, q);
+      int64_t s, e;
+      BlockRange(pr.k, pr.m, &s, &e);
+      const int64_t n = s + (threadIdx.x >> 5);
+      left = n < e ? static_cast<int>((e - n + kWarps - 1) / kWarps) : 0;
+      if (left == 0) continue;
+      k = static_cast<int>(pr.k);
+      m = pr.m;
+      step = kWarps * m;
+      w = pr.w;
+      tile = static_cast<int>(n / k);
+      row = static_cast<int>(n % k);
+      Point();
+      return;
+    }
+  }
+  __device__ __forceinline__ void Point() {
+    at = w + row * m + int64_t{tile} * kTileCols;
+  }
+  // Issues the next slice into `slot` (nothing past the last) and commits.
+  // Fills the warp's `slot` with its next slice (lane 0 issues the copy;
+  // nothing past the last slice) and advances.
+  __device__ __forceinline__ void Issue(const Params& p, uint4* slot,
+                                        uint64_t* bar, uint64_t policy) {
+    if (l >= p.m.layers) return;
+    if ((threadIdx.x & 31) == 0) BulkLoad(slot, at, bar, policy);
+    if (--left == 0) {
+      q == kProducts - 1 ? (q = 0, ++l) : ++q;
+      Begin(p);
+    } else {
+      row += kWarps;
+      if (row < k) {
+        at += step;
+      } else {
+        while (row >= k) row -= k, ++tile;
+        Point();
+      }
+    }
+  }
+};
+
+// Stages this block's inputs of product q of layer l into xs (cyclic from
+// row r0) and does the phase's side work: zeroing the accumulators the
+// next products add to, and (layer 0) copying the step's input into the
+// residual stream.
+// The attention outputs xs[i] = out[(r0 + i) % k], i < count, merged from
+// the attention items' partial results at position pos: per query head,
+// the items' weights e^(max_i - max) / sum (in `weights`, heads x splits)
+// by a warp per head, then each output over the items.
+__device__ void MergedAttention(const Params& p, int pos, int64_t k, int64_t r0,
+                                int64_t count, float* weights, float* xs) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int used = pos / kKeys + 1;
+  const int g = static_cast<int>(p.m.heads / p.m.kv_heads),
+            hd = static_cast<int>(p.m.head_dim);
+  const int64_t stride = int64_t{g} * (hd + 2);
+  for (int hh = warp; hh < p.m.heads; hh += kWarps) {
+    const float* at =
+        p.partial + (hh / g) * p.max_splits * stride + g * hd + hh % g;
+    float mxv[kSplitsPerLane], smv[kSplitsPerLane], mx = -INFINITY;
+#pragma unroll
+    for (int r = 0; r < kSplitsPerLane; ++r) {
+      const int sp = lane + 32 * r;
+      mxv[r] = sp < used ? __ldcg(&at[sp * stride]) : -INFINITY;
+      smv[r] = sp < used ? __ldcg(&at[sp * stride + g]) : 0.0f;
+    }
+#pragma unroll
+    for (int r = 0; r < kSplitsPerLane; ++r) mx = fmaxf(mx, mxv[r]);
+    mx = WarpMax(mx);
+    float total = 0;
+#pragma unroll
+    for (int r = 0; r < kSplitsPerLane; ++r) {
+      mxv[r] = lane + 32 * r < used ? __expf(mxv[r] - mx) : 0.0f;
+      total += mxv[r] * smv[r];
+    }
+    total = WarpSum(total);
+#pragma unroll
+    for (int r = 0; r < kSplitsPerLane; ++r) {
+      const int sp = lane + 32 * r;
+      if (sp < used) weights[hh * used + sp] = mxv[r] / total;
+    }
+  }
+  __syncthreads();
+#pragma unroll 2
+  for (int64_t i = tid; i < count; i += kThreads) {
+    int64_t j = r0 + i;
+    if (j >= k) j -= k;
+    const int hh = static_cast<int>(j / hd), d = static_cast<int>(j % hd);
+    const float* src =
+        p.partial + (hh / g) * p.max_splits * stride + (hh % g) * hd + d;
+    const float* wt = weights + hh * used;
+    float o = 0;
+#pragma unroll 8
+    for (int sp = 0; sp < used; ++sp)
+      o = fmaf(wt[sp], __ldcg(&src[sp * stride]), o);
+    xs[i] = o;
+  }
+  __syncthreads();  // weights are read before the caller reuses them
+}
+
+// Stages this block's inputs of product q of layer l into xs (cyclic from
+// row r0) and does the phase's side work: zeroing the accumulators the
+// next products add to, and (layer 0) copying the step's input into the
+// residual stream. `spare`: shared memory free until the caller zeroes it.
+__device__ void StageInputs(const Params& p, int l, int q, int pos, int64_t k,
+                            int64_t r0, int64_t count, float* xs, float* spare,
+                            float* stat) {
+  const int tid = threadIdx.x;
+  const int64_t g = gridDim.x, b = blockIdx.x;
+  auto slice = [&](int64_t n, auto&& f) {
+    for (int64_t j = n * b / g + tid; j < n * (b + 1) / g; j += kThreads) f(j);
+  };
+  const bf16* base =
+      static_cast<const bf16*>(p.m.weights) + l * p.m.layer_elems;
+  if (q == 0 || q == 2) {
+    const bool input = q == 0 && l == 0;
+    const bf16* gain = base + (q == 0 ? p.m.off_g1 : p.m.off_g2);
+    // This block's inputs and gains, in flight with the norm's loads.
+    constexpr int kPer = kXsCap / kThreads;
+    const int kk = static_cast<int>(k), first = static_cast<int>(r0),
+              n = static_cast<int>(count);
+    float v[kPer], gn[kPer];
+#pragma unroll
+    for (int r = 0; r < kPer; ++r) {
+      const int i = tid + r * kThreads;
+      int j = first + i;
+      if (j >= kk) j -= kk;
+      if (i < n) {
+        v[r] = input ? __bfloat162float(p.x[j]) : __ldcg(&p.h[j]);
+        gn[r] = __bfloat162float(gain[j]);
+      }
+    }
+    const float rinv = ResidualRinv(p, input, stat);
+#pragma unroll
+    for (int r = 0; r < kPer; ++r) {
+      const int i = tid + r * kThreads;
+      if (i < n) xs[i] = v[r] * rinv * gn[r];
+    }
+    if (q == 0) {
+      slice(2 * p.m.ffn, [&](int64_t j) { p.gu[j] = 0; });
+      if (input)
+        slice(p.m.hidden,
+              [&](int64_t j) { p.h[j] = __bfloat162float(p.x[j]); });
+    }
+  } else if (q == 1) {
+    MergedAttention(p, pos, k, r0, count, spare, xs);
+    slice(p.w3, [&](int64_t j) { p.qkv[j] = 0; });
+  } else {
+#pragma unroll 8
+    for (int64_t i = tid; i < count; i += kThreads) {
+      int64_t j = r0 + i;
+      if (j >= k) j -= k;
+      const float gate = __ldcg(&p.gu[j]), up = __ldcg(&p.gu[p.m.ffn + j]);
+      xs[i] = gate / (1.0f + __expf(-gate)) * up;
+    }
+  }
+}
+
+// Product q of layer l: this block's items from the ring, its sums added to
+// the product's accumulator.
+__device__ __forceinline__ void RunProduct(const Params& p, int l, int q,
+                                           int pos, uint4* ring, uint64_t* bars,
+                                           int* slot, unsigned* parity,
+                                           Stream* stream, uint64_t policy,
+                                           float* scratch, float* stat) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const Product pr = ProductOf(p, l, q);
+  int64_t s, e;
+  BlockRange(pr.k, pr.m, &s, &e);
+  const int64_t k = pr.k;
+  float* red = scratch;
+  float* xs = scratch + kRedFloats;
+  const int64_t r0 = s % k, count = std::min<int64_t>(e - s, k);
+  StageInputs(p, l, q, pos, k, r0, count, xs, red, stat);
+  for (int i = tid; i < kRedFloats; i += kThreads) red[i] = 0;
+  __syncthreads();
+
+  const int64_t first_tile = s / k;
+  const int kk = static_cast<int>(k);
+  if (s + warp < e) {
+    int left = static_cast<int>((e - s - warp + kWarps - 1) / kWarps);
+    int tile = static_cast<int>((s + warp) / k),
+        row = static_cast<int>((s + warp) % k), xi = row - static_cast<int>(r0);
+    if (xi < 0) xi += kk;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    bool dirty = false;  // acc holds sums not yet flushed
+    // acc's sums of `tile` to the block's shared sums, or (a tile past the
+    // first kRedTiles of the block) to the accumulator.
+    auto flush = [&] {
+      const int64_t lt = tile - first_tile;
+      if (lt < kRedTiles) {
+        float4* r = reinterpret_cast<float4*>(
+            red + (lt * kWarps + warp) * kTileCols + lane * 8);
+        r[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        r[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+      } else {
+        float* out = pr.out + int64_t{tile} * kTileCols + lane * 8;
+#pragma unroll
+        for (int c = 0; c < 8; ++c) atomicAdd(out + c, acc[c]);
+      }
+    };
+    for (; left > 0; --left) {
+      uint64_t* bar = &bars[*slot * kWarps + warp];
+      BarrierWait(bar, *parity);
+      const uint4 v = ring[*slot * kThreads + tid];
+      const float xv = xs[xi];
+      const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const float2 f = __bfloat1622float2(h2[c]);
+        acc[2 * c] = fmaf(xv, f.x, acc[2 * c]);
+        acc[2 * c + 1] = fmaf(xv, f.y, acc[2 * c + 1]);
+      }
+      dirty = true;
+      // Every lane's value is in registers (used above): refill the slot.
+      __syncwarp();
+      stream->Issue(p, &ring[*slot * kThreads + warp * 32], bar, policy);
+      if (++*slot == kStages) *slot = 0, *parity ^= 1u;
+      row += kWarps;
+      xi += kWarps;
+      while (xi >= kk) xi -= kk;
+      if (row >= kk) {
+        flush();
+        dirty = false;
+        while (row >= kk) row -= kk, ++tile;
+#pragma unroll
+        for (int c = 0; c < 8; ++c) acc[c] = 0;
+      }
+    }
+    if (dirty) flush();
+  }
+  __syncthreads();
+  // The block's sums per column of its first kRedTiles tiles.
+  const int64_t last_tile = (e - 1) / k;
+  for (int i = tid; i < kRedTiles * kTileCols; i += kThreads) {
+    const int lt = i / kTileCols, col = i % kTileCols;
+    if (e <= s || first_tile + lt > last_tile) continue;
+    float sum = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      sum += red[(lt * kWarps + w) * kTileCols + col];
+    atomicAdd(pr.out + (first_tile + lt) * kTileCols + col, sum);
+  }
+}
+
+// Attention item (key head kvh, keys split * kKeys ..) of layer l at
+// position pos, by the 128 threads of `group`: the group's query heads'
+// unnormalized outputs, score maxima and sums of exponentials over those
+// keys in p.partial (merged by the blocks of the next product, each for
+// the inputs it needs: MergedAttention).
+__device__ void AttendItem(const Params& p, int l, int kvh, int split, int pos,
+                           AttnSmem& a, int group) {
+  const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
+  const int hd = static_cast<int>(p.m.head_dim), half = hd / 2;
+  const int g = static_cast<int>(p.m.heads / p.m.kv_heads);
+  const int64_t kw = p.kw;
+  const float* qsrc = p.qkv + int64_t{kvh} * g * hd;
+  const float* ksrc = p.qkv + p.qw + int64_t{kvh} * hd;
+  const float* vsrc = ksrc + kw;
+  bf16* kc = static_cast<bf16*>(p.m.kcache[l]) + int64_t{kvh} * hd;
+  bf16* vc = static_cast<bf16*>(p.m.vcache[l]) + int64_t{kvh} * hd;
+  const float* cs = p.m.cos_table + int64_t{pos} * half;
+  const float* sn = p.m.sin_table + int64_t{pos} * half;
+  const int j0 = split * kKeys, j1 = min(j0 + kKeys, pos + 1);
+  // Every input loaded before use: the group's queries (at most 4 pairs
+  // per thread), the new key's pair and value, the rotary factors.
+  constexpr int kQPairs = kMaxGroup * 64 / 128;
+  float qa[kQPairs], qb[kQPairs], qc[kQPairs], qsn[kQPairs];
+#pragma unroll
+  for (int r = 0; r < kQPairs; ++r) {
+    const int i = t + 128 * r, hh = i / half, d = i % half;
+    if (i < g * half) {
+      qa[r] = __ldcg(&qsrc[hh * hd + d]);
+      qb[r] = __ldcg(&qsrc[hh * hd + d + half]);
+      qc[r] = cs[d];
+      qsn[r] = sn[d];
+    }
+  }
+  const bool kpair = t < half, vmine = t < hd;
+  const float ka = kpair ? __ldcg(&ksrc[t]) : 0.0f,
+              kb = kpair ? __ldcg(&ksrc[t + half]) : 0.0f,
+              kcs = kpair ? cs[t] : 0.0f, ksn = kpair ? sn[t] : 0.0f,
+              vv = vmine ? __ldcg(&vsrc[t]) : 0.0f;
+#pragma unroll
+  for (int r = 0; r < kQPairs; ++r) {
+    const int i = t + 128 * r, hh = i / half, d = i % half;
+    if (i < g * half) {
+      a.qs[hh][d] = qa[r] * qc[r] - qb[r] * qsn[r];
+      a.qs[hh][d + half] = qa[r] * qsn[r] + qb[r] * qc[r];
+    }
+  }
+  // The new key and value as the cache holds them (bfloat16).
+  if (kpair) {
+    a.kcur[t] = RoundBf16(ka * kcs - kb * ksn);
+    a.kcur[t + half] = RoundBf16(ka * ksn + kb * kcs);
+  }
+  if (vmine) a.vcur[t] = RoundBf16(vv);
+  GroupSync(group);
+  if (split == 0) {
+    for (int d = t; d < hd; d += 128) {
+      kc[int64_t{pos} * kw + d] = __float2bfloat16(a.kcur[d]);
+      vc[int64_t{pos} * kw + d] = __float2bfloat16(a.vcur[d]);
+    }
+  }
+  const int per = hd / 32;  // 2 or 4
+  float qr[kMaxGroup][4];
+#pragma unroll
+  for (int hh = 0; hh < kMaxGroup; ++hh)
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      qr[hh][c] = hh < g && c < per ? a.qs[hh][lane * per + c] : 0.0f;
+  // Warp w scores keys j0 + w, + 4, ...: four keys loaded before their
+  // sums.
+  constexpr int kBatch = 4;
+  for (int i0 = 0; i0 < kKeys / 4; i0 += kBatch) {
+    if (j0 + warp + 4 * i0 >= j1) break;
+    float kv[kBatch][4];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int j = j0 + warp + 4 * (i0 + i);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) kv[i][c] = 0;
+      if (j >= j1) continue;
+      if (j == pos) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          if (c < per) kv[i][c] = a.kcur[lane * per + c];
+      } else {
+        const bf16* kp = kc + int64_t{j} * kw + lane * per;
+        if (per == 4) {
+          const uint2 raw = *reinterpret_cast<const uint2*>(kp);
+          const __nv_bfloat162* h2 =
+              reinterpret_cast<const __nv_bfloat162*>(&raw);
+          const float2 x0 = __bfloat1622float2(h2[0]),
+                       x1 = __bfloat1622float2(h2[1]);
+          kv[i][0] = x0.x, kv[i][1] = x0.y, kv[i][2] = x1.x, kv[i][3] = x1.y;
+        } else {
+          const float2 x0 =
+              __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(kp));
+          kv[i][0] = x0.x, kv[i][1] = x0.y;
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int j = j0 + warp + 4 * (i0 + i);
+      if (j >= j1) break;
+#pragma unroll
+      for (int hh = 0; hh < kMaxGroup; ++hh) {
+        if (hh >= g) break;
+        float dot = 0;
+#pragma unroll
+        for (int c = 0; c < 4; ++c) dot = fmaf(qr[hh][c], kv[i][c], dot);
+        dot = WarpSum(dot);
+        if (lane == 0) a.sc[hh][j - j0] = dot * p.m.scale;
+      }
+    }
+  }
+  GroupSync(group);
+  for (int hh = warp; hh < g; hh += 4) {
+    float mx = -INFINITY;
+    for (int i = lane; i < j1 - j0; i += 32) mx = fmaxf(mx, a.sc[hh][i]);
+    mx = WarpMax(mx);
+    float sum = 0;
+    for (int i = lane; i < j1 - j0; i += 32) {
+      const float ex = __expf(a.sc[hh][i] - mx);
+      a.sc[hh][i] = ex;
+      sum += ex;
+    }
+    sum = WarpSum(sum);
+    if (lane == 0) {
+      a.mx[hh] = mx;
+      a.sum[hh] = sum;
+    }
+  }
+  GroupSync(group);
+  // Unnormalized outputs: thread (piece, 4 dimensions from d) over keys
+  // j0 + piece, + pieces, ..., every value of a batch loaded before use.
+  const int quads = hd / 4, pieces = 128 / quads, piece = t / quads,
+            d = (t % quads) * 4;
+  float acc[kMaxGroup][4];
+#pragma unroll
+  for (int hh = 0; hh < kMaxGroup; ++hh)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[hh][c] = 0;
+  constexpr int kVBatch = 4;
+  for (int j = j0 + piece; j < j1; j += kVBatch * pieces) {
+    float vv[kVBatch][4];
+#pragma unroll
+    for (int i = 0; i < kVBatch; ++i) {
+      const int jj = j + i * pieces;
+      if (jj >= j1) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) vv[i][c] = 0;
+      } else if (jj == pos) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) vv[i][c] = a.vcur[d + c];
+      } else {
+        const uint2 raw =
+            *reinterpret_cast<const uint2*>(vc + int64_t{jj} * kw + d);
+        const __nv_bfloat162* h2 =
+            reinterpret_cast<const __nv_bfloat162*>(&raw);
+        const float2 x0 = __bfloat1622float2(h2[0]),
+                     x1 = __bfloat1622float2(h2[1]);
+        vv[i][0] = x0.x, vv[i][1] = x0.y, vv[i][2] = x1.x, vv[i][3] = x1.y;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kVBatch; ++i) {
+      const int jj = j + i * pieces;
+      if (jj >= j1) break;
+#pragma unroll
+      for (int hh = 0; hh < kMaxGroup; ++hh) {
+        if (hh >= g) break;
+        const float w = a.sc[hh][jj - j0];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[hh][c] = fmaf(w, vv[i][c], acc[hh][c]);
+      }
+    }
+  }
+#pragma unroll
+  for (int hh = 0; hh < kMaxGroup; ++hh) {
+    if (hh < g) {
+      *reinterpret_cast<float4*>(&a.part[(piece * g + hh) * hd + d]) =
+          make_float4(acc[hh][0], acc[hh][1], acc[hh][2], acc[hh][3]);
+    }
+  }
+  GroupSync(group);
+  const int64_t stride = int64_t{g} * (hd + 2);
+  float* mine = p.partial + (kvh * p.max_splits + split) * stride;
+  for (int i = t; i < g * hd; i += 128) {
+    float o = 0;
+    for (int pc = 0; pc < pieces; ++pc) o += a.part[pc * g * hd + i];
+    mine[i] = o;
+  }
+  if (t < g) {
+    mine[g * hd + t] = a.mx[t];
+    mine[g * hd + g + t] = a.sum[t];
+  }
+  // The group's shared memory is reused by its next item.
+  GroupSync(group);
+}
+
+__global__ void __launch_bounds__(kThreads, 1) DecodeStepKernel(Params p) {
+  extern __shared__ uint4 smem[];
+  __shared__ float stat[kWarps];
+  uint4* ring = smem;
+  float* scratch = reinterpret_cast<float*>(smem + kStages * kThreads);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(
+      reinterpret_cast<char*>(scratch) + kScratchBytes);
+  const int warp = threadIdx.x >> 5;
+  if ((threadIdx.x & 31) == 0) {
+    for (int i = 0; i < kStages; ++i) BarrierInit(&bars[i * kWarps + warp]);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const uint64_t policy = EvictFirst();
+  Stream stream;
+  stream.Begin(p);
+  for (int i = 0; i < kStages; ++i) {
+    stream.Issue(p, &ring[i * kThreads + warp * 32], &bars[i * kWarps + warp],
+                 policy);
+  }
+  int slot = 0;
+  unsigned parity = 0;
+  unsigned barriers = 0;
+  const bool tracing =
+      p.trace != nullptr && blockIdx.x == 0 && threadIdx.x == 0;
+  if (tracing) p.trace[0] = static_cast<int64_t>(GlobalNs());
+  auto sync = [&] {
+    GridSync(p.barrier, ++barriers * gridDim.x);
+    if (tracing) p.trace[barriers] = static_cast<int64_t>(GlobalNs());
+  };
+  const int pos = *p.pos;
+  for (int l = 0; l < p.m.layers; ++l) {
+    RunProduct(p, l, 0, pos, ring, bars, &slot, &parity, &stream, policy,
+               scratch, stat);
+    sync();
+    const int used = pos / kKeys + 1;
+    const int items = static_cast<int>(p.m.kv_heads) * used;
+    const int group = threadIdx.x >> 7;
+    AttnSmem& a = reinterpret_cast<AttnSmem*>(scratch)[group];
+    for (int it = blockIdx.x + gridDim.x * group; it < items;
+         it += gridDim.x * kGroups)
+      AttendItem(p, l, it / used, it % used, pos, a, group);
+    sync();
+    for (int q = 1; q < kProducts; ++q) {
+      RunProduct(p, l, q, pos, ring, bars, &slot, &parity, &stream, policy,
+                 scratch, stat);
+      sync();
+    }
+  }
+  // The final norm, a slice per block.
+  const float rinv = ResidualRinv(p, false, stat);
+  const bf16* gain = static_cast<const bf16*>(p.m.final_gain);
+  const int64_t g = gridDim.x, b = blockIdx.x, hid = p.m.hidden;
+  for (int64_t j = hid * b / g + threadIdx.x; j < hid * (b + 1) / g;
+       j += kThreads) {
+    p.y[j] =
+        __float2bfloat16(__ldcg(&p.h[j]) * rinv * __bfloat162float(gain[j]));
+  }
+}
+
+int Sms() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) !=
+          cudaSuccess) {
+    return 0;
+  }
+  return sms;
+}
+
+int64_t MaxSplits(const DecodeStepModel& m) {
+  return (m.capacity + kKeys - 1) / kKeys;
+}
+
+}  // namespace
+
+int64_t DecodeStepFloats(const DecodeStepModel& m) {
+  const int64_t qw = m.heads * m.head_dim, kw = m.kv_heads * m.head_dim;
+  const int64_t g = m.kv_heads > 0 ? m.heads / m.kv_heads : 0;
+  return m.hidden + (qw + 2 * kw) + qw + 2 * m.ffn +
+         m.kv_heads * MaxSplits(m) * g * (m.head_dim + 2);
+}
+
+int64_t DecodeStepWords(const DecodeStepModel&) { return 1; }
+
+bool DecodeStepSupports(const DecodeStepModel& m) {
+  if (m.layers < 1 || (m.head_dim != 64 && m.head_dim != 128) ||
+      m.kv_heads < 1 || m.heads % m.kv_heads != 0 ||
+      m.heads / m.kv_heads > kMaxGroup || m.capacity < 1) {
+    return false;
+  }
+  // MergedAttention's weights (heads x items) in the reduction's shared
+  // memory, at most kSplitsPerLane items per lane.
+  if (MaxSplits(m) > 32 * kSplitsPerLane ||
+      m.heads * MaxSplits(m) > kRedFloats) {
+    return false;
+  }
+  const int64_t qw = m.heads * m.head_dim, kw = m.kv_heads * m.head_dim;
+  const int64_t sms = Sms();
+  if (sms < 1) return false;
+  const std::pair<int64_t, int64_t> products[] = {{m.hidden, qw + 2 * kw},
+                                                  {qw, m.hidden},
+                                                  {m.hidden, 2 * m.ffn},
+                                                  {m.ffn, m.hidden}};
+  for (auto [k, n] : products) {
+    if (n % kTileCols != 0 || k < 1) return false;
+    // The largest block range's inputs must fit the staging buffer.
+    const int64_t items = n / kTileCols * k;
+    if (std::min<int64_t>((items + sms - 1) / sms + 1, k) > kXsCap)
+      return false;
+  }
+  if (cudaFuncSetAttribute(DecodeStepKernel,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(kSmemBytes)) != cudaSuccess) {
+    return false;
+  }
+  int blocks = 0;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+             &blocks, DecodeStepKernel, kThreads, kSmemBytes) == cudaSuccess &&
+         blocks >= 1;
+}
+
+cudaError_t DecodeStep(const DecodeStepModel& m, const DecodeStepState& st,
+                       const void* x, void* y, const int* pos, cudaStream_t s) {
+  const int sms = Sms();
+  if (sms < 1 || m.layers < 1 || m.kv_heads < 1) return cudaErrorInvalidValue;
+  Params p{};
+  p.m = m;
+  p.x = static_cast<const bf16*>(x);
+  p.y = static_cast<bf16*>(y);
+  p.pos = pos;
+  p.qw = m.heads * m.head_dim;
+  p.kw = m.kv_heads * m.head_dim;
+  p.w3 = p.qw + 2 * p.kw;
+  p.max_splits = MaxSplits(m);
+  p.h = st.floats;
+  p.qkv = p.h + m.hidden;
+  p.attn = p.qkv + p.w3;
+  p.gu = p.attn + p.qw;
+  p.partial = p.gu + 2 * m.ffn;
+  p.trace = st.trace;
+  p.barrier = st.words;
+  if (cudaError_t e = cudaMemsetAsync(p.barrier, 0, sizeof(unsigned), s);
+      e != cudaSuccess) {
+    return e;
+  }
+  DecodeStepKernel<<<sms, kThreads, kSmemBytes, s>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace ringmaster::tk

@@ -1,0 +1,74 @@
+// A whole decode step of one sequence as one persistent kernel: a thread
+// block per SM runs every layer's products, decode attention and norms in
+// turn, with a grid-wide barrier between dependent phases. The weights do
+// not depend on the activations, so each warp streams its share of them
+// into shared memory (bulk copies of 512-byte row slices into a ring of
+// slots, each completing on its own mbarrier) as far ahead as the ring
+// allows, across phase boundaries: HBM keeps reading the next product's
+// weights while the blocks wait at a barrier, reduce, or run attention.
+// Layouts as transformer_weights.h's.
+//
+// Partial sums are added to fp32 accumulators atomically, so the last bits
+// of a result may differ from one run to the next; the residual stream is
+// kept in fp32 between layers. Shapes it takes: DecodeStepSupports.
+#ifndef RINGMASTER_KERNELS_DECODE_STEP_H_
+#define RINGMASTER_KERNELS_DECODE_STEP_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace ringmaster::tk {
+
+// The model, as the engine holds it on the device (bfloat16 weights).
+struct DecodeStepModel {
+  int layers = 0;
+  int64_t hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0;
+  int64_t capacity = 0;  // positions per cache
+  // Layer l's tensors at weights + l * layer_elems + off_* (elements).
+  const void* weights = nullptr;
+  int64_t layer_elems = 0, off_g1 = 0, off_wqkv = 0, off_wo = 0, off_g2 = 0,
+          off_wgu = 0, off_wd = 0;
+  const void* final_gain = nullptr;  // [hidden]
+  // Device arrays of `layers` cache pointers, each [capacity x kv_heads *
+  // head_dim].
+  void* const* kcache = nullptr;
+  void* const* vcache = nullptr;
+  const float* cos_table = nullptr;  // as Rope's: [capacity x head_dim / 2]
+  const float* sin_table = nullptr;
+  float eps = 1e-5f, scale = 1;
+};
+
+// Device memory the step keeps between launches: `floats` fp32 values and
+// `words` unsigned counters, both zeroed once before the first launch (the
+// step leaves them as it needs them for the next).
+// `trace`, when not null, receives the %globaltimer (ns) of block 0 at the
+// step's start and after each of its grid barriers (1 + 5 * layers
+// values: per layer after QKV, attention, O, gate|up and down).
+struct DecodeStepState {
+  float* floats = nullptr;
+  unsigned* words = nullptr;
+  int64_t* trace = nullptr;
+};
+int64_t DecodeStepFloats(const DecodeStepModel& m);
+int64_t DecodeStepWords(const DecodeStepModel& m);
+
+// Whether the current device runs DecodeStep for this shape: head_dim 64
+// or 128, heads / kv_heads at most 4, capacity at most 4096 (8192 /
+// heads of attention items' weights), every product's outputs (hidden,
+// (heads + 2 kv_heads) head_dim, 2 ffn) multiples of 256, each block's slice of
+// a product's input at most 4096 values, and a block per SM resident with the
+// ring. It also readies the kernel (its shared memory size) on the current
+// device, so it must have returned true there before DecodeStep is launched or
+// captured.
+bool DecodeStepSupports(const DecodeStepModel& m);
+
+// y[hidden] (bf16) = the final norm of the stack applied to x[hidden]
+// (bf16) at position *pos: appends each layer's key and value at *pos to
+// its cache. *pos is not advanced.
+cudaError_t DecodeStep(const DecodeStepModel& m, const DecodeStepState& st,
+                       const void* x, void* y, const int* pos, cudaStream_t s);
+
+}  // namespace ringmaster::tk
+
+#endif  // RINGMASTER_KERNELS_DECODE_STEP_H_
