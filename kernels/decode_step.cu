@@ -12,24 +12,23 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-// A block: kThreads threads; each warp a ring of kStages slots of one item
-// (512 bytes), filled by bulk copies. A product y = x W (W row-major
-// [k x m]) is cut into items (tile, row): 8 columns per lane, kTileCols per
-// warp, of one row. Items are numbered
-// tile-major (tile * k + row) and split evenly into one contiguous range
-// per block; warp w of the block takes the range's items w, w + kWarps, ...
+// A block: kThreads threads; each warp a ring of kStages slots of one
+// 512-byte row slice, filled by bulk copies. A product y = x W (W row-major
+// [k x m], m / kTileCols tiles of columns) is read a window of whole rows at
+// a time: with R = (warps in the grid) / tiles, warp g keeps tile g % tiles
+// and reads rows g / tiles, + R, + 2R, ..., so at each step the grid reads
+// R consecutive rows (HBM serves such a window faster than a range per
+// block), and each warp sums one tile's columns, added to the product's
+// accumulator at the end.
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kStages = 21;
 constexpr int kTileCols = 256;
 constexpr int kSegBytes = kTileCols * 2;  // a warp's slice of a row
-constexpr int kXsCap = 4096;              // inputs a block stages per product
-constexpr int kRedTiles = 2;  // tiles per block summed in shared memory
-constexpr int kGroups = kThreads / 128;  // attention: groups of 4 warps
-constexpr int kKeys = 32;                // keys per attention item
-constexpr int kMaxGroup = 4;             // query heads per key head
-constexpr int kProducts = 4;             // QKV, O, gate|up, down
-constexpr int kSplitsPerLane = 4;        // attention items per head / 32
+constexpr int kGroups = kThreads / 128;   // attention: groups of 4 warps
+constexpr int kKeys = 32;                 // keys per attention item
+constexpr int kMaxGroup = 4;              // query heads per key head
+constexpr int kProducts = 4;              // QKV, O, gate|up, down
 
 struct AttnSmem {
   float qs[kMaxGroup][128];
@@ -38,9 +37,11 @@ struct AttnSmem {
   float part[kMaxGroup * 512];  // pieces x group x head_dim
   float mx[kMaxGroup], sum[kMaxGroup];
 };
-constexpr int kRedFloats = kRedTiles * kWarps * kTileCols;
-constexpr size_t kScratchBytes = std::max<size_t>(
-    (kRedFloats + kXsCap) * sizeof(float), kGroups * sizeof(AttnSmem));
+// Staging (a product's inputs, the residual stream for a norm, the
+// attention items' pieces) and attention share kScratchFloats.
+constexpr int kScratchFloats = 12288;
+constexpr size_t kScratchBytes = kScratchFloats * sizeof(float);
+static_assert(kGroups * sizeof(AttnSmem) <= kScratchBytes);
 constexpr size_t kRingBytes = size_t{kStages} * kThreads * 16;
 constexpr size_t kBarrierBytes = size_t{kStages} * kWarps * sizeof(uint64_t);
 constexpr size_t kSmemBytes = kRingBytes + kScratchBytes + kBarrierBytes;
@@ -78,11 +79,31 @@ __device__ Product ProductOf(const Params& p, int l, int q) {
   }
 }
 
-// This block's items [s, e) of a product.
-__device__ void BlockRange(int64_t k, int64_t m, int64_t* s, int64_t* e) {
-  const int64_t n = m / kTileCols * k, g = gridDim.x, b = blockIdx.x;
-  *s = n * b / g;
-  *e = n * (b + 1) / g;
+// Where warp `gw` of the grid reads product (k, m): its tile, first row
+// and rows; the row step; the rows this block's warps start at (lo .. lo +
+// starts - 1) and the most rows any warp reads (per).
+struct Window {
+  int tile = 0, first = 0, rows = 0, step = 0, lo = 0, starts = 0, per = 0;
+};
+__device__ Window WindowOf(int64_t k, int64_t m, int gw) {
+  Window w;
+  const int tiles = static_cast<int>(m / kTileCols),
+            warps = static_cast<int>(gridDim.x) * kWarps;
+  w.step = warps / tiles;
+  const int active = w.step * tiles, b0 = static_cast<int>(blockIdx.x) * kWarps;
+  const int kk = static_cast<int>(k);
+  if (gw < active) {
+    w.tile = gw % tiles;
+    w.first = gw / tiles;
+    w.rows = w.first < kk ? (kk - w.first + w.step - 1) / w.step : 0;
+  }
+  w.per = (kk + w.step - 1) / w.step;
+  if (b0 < active) {
+    w.lo = b0 / tiles;
+    w.starts = min(b0 + kWarps, active) - 1;
+    w.starts = w.starts / tiles - w.lo + 1;
+  }
+  return w;
 }
 
 // A warp's ring slot is filled by one bulk copy (the tensor memory
@@ -178,6 +199,27 @@ __device__ float BlockSum(float v, float* stat) {
   return s;
 }
 
+// Values 8i .. 8i + 7 of the residual stream: the step's input (bf16) for
+// layer 0, else the fp32 stream the other blocks add to (from L2).
+__device__ __forceinline__ void LoadResidual8(const Params& p, bool input,
+                                              int64_t i, float v[8]) {
+  if (input) {
+    const uint4 raw = reinterpret_cast<const uint4*>(p.x)[i];
+    const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const float2 f = __bfloat1622float2(h2[c]);
+      v[2 * c] = f.x;
+      v[2 * c + 1] = f.y;
+    }
+  } else {
+    const float4 a = __ldcg(reinterpret_cast<const float4*>(p.h) + 2 * i),
+                 b = __ldcg(reinterpret_cast<const float4*>(p.h) + 2 * i + 1);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+    v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  }
+}
+
 // 1 / rms of the residual stream (the step's input for layer 0): loads
 // of 8 values, all of a thread's in flight before the sums.
 __device__ float ResidualRinv(const Params& p, bool input, float* stat) {
@@ -186,21 +228,7 @@ __device__ float ResidualRinv(const Params& p, bool input, float* stat) {
 #pragma unroll 4
   for (int64_t i = threadIdx.x; i < n8; i += kThreads) {
     float v[8];
-    if (input) {
-      const uint4 raw = reinterpret_cast<const uint4*>(p.x)[i];
-      const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const float2 f = __bfloat1622float2(h2[c]);
-        v[2 * c] = f.x;
-        v[2 * c + 1] = f.y;
-      }
-    } else {
-      const float4 a = __ldcg(reinterpret_cast<const float4*>(p.h) + 2 * i),
-                   b = __ldcg(reinterpret_cast<const float4*>(p.h) + 2 * i + 1);
-      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
-      v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-    }
+    LoadResidual8(p, input, i, v);
 #pragma unroll
     for (int c = 0; c < 8; ++c) ss += v[c] * v[c];
   }
@@ -208,37 +236,25 @@ __device__ float ResidualRinv(const Params& p, bool input, float* stat) {
   return rsqrtf(ss / static_cast<float>(p.m.hidden) + p.m.eps);
 }
 
-// The producer's position in this thread's sequence of weight slices: every
-// product of every layer in order, this warp's items of each.
+// The producer's position in this warp's sequence of weight slices: every
+// product of every layer in order, this warp's rows of each.
 struct Stream {
-  int l = 0, q = 0;
-  int left = 0, tile = 0, row = 0, k = 0;
-  int64_t m = 0, step = 0;  // row pitch; kWarps rows of it
-  const bf16* w = nullptr;
+  int l = 0, q = 0, left = 0;
+  int64_t step = 0;  // elements between the warp's rows
   const bf16* at = nullptr;
 
   __device__ void Begin(const Params& p) {
+    const int gw = static_cast<int>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
     for (; l < p.m.layers; q == kProducts - 1 ? (q = 0, ++l) : ++q) {
       const Product pr = ProductOf(p, l, q);
-      int64_t s, e;
-      BlockRange(pr.k, pr.m, &s, &e);
-      const int64_t n = s + (threadIdx.x >> 5);
-      left = n < e ? static_cast<int>((e - n + kWarps - 1) / kWarps) : 0;
+      const Window w = WindowOf(pr.k, pr.m, gw);
+      left = w.rows;
       if (left == 0) continue;
-      k = static_cast<int>(pr.k);
-      m = pr.m;
-      step = kWarps * m;
-      w = pr.w;
-      tile = static_cast<int>(n / k);
-      row = static_cast<int>(n % k);
-      Point();
+      step = w.step * pr.m;
+      at = pr.w + w.first * pr.m + int64_t{w.tile} * kTileCols;
       return;
     }
   }
-  __device__ __forceinline__ void Point() {
-    at = w + row * m + int64_t{tile} * kTileCols;
-  }
-  // Issues the next slice into `slot` (nothing past the last) and commits.
   // Fills the warp's `slot` with its next slice (lane 0 issues the copy;
   // nothing past the last slice) and advances.
   __device__ __forceinline__ void Issue(const Params& p, uint4* slot,
@@ -249,84 +265,65 @@ struct Stream {
       q == kProducts - 1 ? (q = 0, ++l) : ++q;
       Begin(p);
     } else {
-      row += kWarps;
-      if (row < k) {
-        at += step;
-      } else {
-        while (row >= k) row -= k, ++tile;
-        Point();
-      }
+      at += step;
     }
   }
 };
 
-// Stages this block's inputs of product q of layer l into xs (cyclic from
-// row r0) and does the phase's side work: zeroing the accumulators the
-// next products add to, and (layer 0) copying the step's input into the
-// residual stream.
-// The attention outputs xs[i] = out[(r0 + i) % k], i < count, merged from
-// the attention items' partial results at position pos: per query head,
-// the items' weights e^(max_i - max) / sum (in `weights`, heads x splits)
-// by a warp per head, then each output over the items.
-__device__ void MergedAttention(const Params& p, int pos, int64_t k, int64_t r0,
-                                int64_t count, float* weights, float* xs) {
+// Row j of this block's staged inputs of window w: xs[(start - w.lo) *
+// w.per + i] holds input row start + i * w.step.
+__device__ __forceinline__ int StagedRow(const Window& w, int e) {
+  return w.lo + e / w.per + (e % w.per) * w.step;
+}
+
+// The attention outputs this block needs (xs[e], e < count, of window w
+// over k = heads * head_dim rows), merged from the attention items' pieces
+// at position pos: every (output, item) pair's maximum, sum and partial
+// output loaded at once into `pieces`, then a warp per output.
+__device__ void MergedAttention(const Params& p, int pos, const Window& w,
+                                int64_t k, int count, float* pieces,
+                                float* xs) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int used = pos / kKeys + 1;
   const int g = static_cast<int>(p.m.heads / p.m.kv_heads),
             hd = static_cast<int>(p.m.head_dim);
   const int64_t stride = int64_t{g} * (hd + 2);
-  for (int hh = warp; hh < p.m.heads; hh += kWarps) {
-    const float* at =
-        p.partial + (hh / g) * p.max_splits * stride + g * hd + hh % g;
-    float mxv[kSplitsPerLane], smv[kSplitsPerLane], mx = -INFINITY;
-#pragma unroll
-    for (int r = 0; r < kSplitsPerLane; ++r) {
-      const int sp = lane + 32 * r;
-      mxv[r] = sp < used ? __ldcg(&at[sp * stride]) : -INFINITY;
-      smv[r] = sp < used ? __ldcg(&at[sp * stride + g]) : 0.0f;
-    }
-#pragma unroll
-    for (int r = 0; r < kSplitsPerLane; ++r) mx = fmaxf(mx, mxv[r]);
-    mx = WarpMax(mx);
-    float total = 0;
-#pragma unroll
-    for (int r = 0; r < kSplitsPerLane; ++r) {
-      mxv[r] = lane + 32 * r < used ? __expf(mxv[r] - mx) : 0.0f;
-      total += mxv[r] * smv[r];
-    }
-    total = WarpSum(total);
-#pragma unroll
-    for (int r = 0; r < kSplitsPerLane; ++r) {
-      const int sp = lane + 32 * r;
-      if (sp < used) weights[hh * used + sp] = mxv[r] / total;
-    }
+  for (int i = tid; i < count * used; i += kThreads) {
+    const int e = i / used, sp = i % used, j = StagedRow(w, e);
+    if (j >= k) continue;
+    const int hh = j / hd, d = j % hd;
+    const float* item = p.partial + ((hh / g) * p.max_splits + sp) * stride;
+    pieces[3 * i] = __ldcg(&item[g * hd + hh % g]);
+    pieces[3 * i + 1] = __ldcg(&item[g * hd + g + hh % g]);
+    pieces[3 * i + 2] = __ldcg(&item[(hh % g) * hd + d]);
   }
   __syncthreads();
-#pragma unroll 2
-  for (int64_t i = tid; i < count; i += kThreads) {
-    int64_t j = r0 + i;
-    if (j >= k) j -= k;
-    const int hh = static_cast<int>(j / hd), d = static_cast<int>(j % hd);
-    const float* src =
-        p.partial + (hh / g) * p.max_splits * stride + (hh % g) * hd + d;
-    const float* wt = weights + hh * used;
-    float o = 0;
-#pragma unroll 8
-    for (int sp = 0; sp < used; ++sp)
-      o = fmaf(wt[sp], __ldcg(&src[sp * stride]), o);
-    xs[i] = o;
+  for (int e = warp; e < count; e += kWarps) {
+    const float* pe = pieces + 3 * e * used;
+    float mx = -INFINITY;
+    for (int sp = lane; sp < used; sp += 32) mx = fmaxf(mx, pe[3 * sp]);
+    mx = WarpMax(mx);
+    float l = 0, o = 0;
+    for (int sp = lane; sp < used; sp += 32) {
+      const float f = __expf(pe[3 * sp] - mx);
+      l += f * pe[3 * sp + 1];
+      o += f * pe[3 * sp + 2];
+    }
+    l = WarpSum(l);
+    o = WarpSum(o);
+    if (lane == 0) xs[e] = o / l;
   }
-  __syncthreads();  // weights are read before the caller reuses them
 }
 
-// Stages this block's inputs of product q of layer l into xs (cyclic from
-// row r0) and does the phase's side work: zeroing the accumulators the
-// next products add to, and (layer 0) copying the step's input into the
-// residual stream. `spare`: shared memory free until the caller zeroes it.
-__device__ void StageInputs(const Params& p, int l, int q, int pos, int64_t k,
-                            int64_t r0, int64_t count, float* xs, float* spare,
+// Stages this block's inputs of product q of layer l (window w, k input
+// rows) into xs and does the phase's side work: zeroing the accumulators
+// the next products add to, and (layer 0) copying the step's input into
+// the residual stream. `spare`: shared memory past xs.
+__device__ void StageInputs(const Params& p, int l, int q, int pos,
+                            const Window& w, int64_t k, float* xs, float* spare,
                             float* stat) {
   const int tid = threadIdx.x;
+  const int count = w.starts * w.per;
   const int64_t g = gridDim.x, b = blockIdx.x;
   auto slice = [&](int64_t n, auto&& f) {
     for (int64_t j = n * b / g + tid; j < n * (b + 1) / g; j += kThreads) f(j);
@@ -334,51 +331,63 @@ __device__ void StageInputs(const Params& p, int l, int q, int pos, int64_t k,
   const bf16* base =
       static_cast<const bf16*>(p.m.weights) + l * p.m.layer_elems;
   if (q == 0 || q == 2) {
+    // The whole residual stream (for the norm) and this block's gains, in
+    // one round trip; the inputs picked from the stream in shared memory.
     const bool input = q == 0 && l == 0;
     const bf16* gain = base + (q == 0 ? p.m.off_g1 : p.m.off_g2);
-    // This block's inputs and gains, in flight with the norm's loads.
-    constexpr int kPer = kXsCap / kThreads;
-    const int kk = static_cast<int>(k), first = static_cast<int>(r0),
-              n = static_cast<int>(count);
-    float v[kPer], gn[kPer];
+    float* hs = spare;
+    float ss = 0;
+    const int n8 = static_cast<int>(p.m.hidden / 8);
+    for (int i = tid; i < n8; i += kThreads) {
+      float v[8];
+      LoadResidual8(p, input, i, v);
 #pragma unroll
-    for (int r = 0; r < kPer; ++r) {
-      const int i = tid + r * kThreads;
-      int j = first + i;
-      if (j >= kk) j -= kk;
-      if (i < n) {
-        v[r] = input ? __bfloat162float(p.x[j]) : __ldcg(&p.h[j]);
-        gn[r] = __bfloat162float(gain[j]);
+      for (int c = 0; c < 8; ++c) {
+        hs[8 * i + c] = v[c];
+        ss += v[c] * v[c];
       }
     }
-    const float rinv = ResidualRinv(p, input, stat);
+    float gn[2] = {0, 0};
 #pragma unroll
-    for (int r = 0; r < kPer; ++r) {
-      const int i = tid + r * kThreads;
-      if (i < n) xs[i] = v[r] * rinv * gn[r];
+    for (int r = 0; r < 2; ++r) {
+      const int e = tid + r * kThreads, j = e < count ? StagedRow(w, e) : k;
+      if (j < k) gn[r] = __bfloat162float(gain[j]);
+    }
+    const float rinv =
+        rsqrtf(BlockSum(ss, stat) / static_cast<float>(p.m.hidden) + p.m.eps);
+    for (int e = tid; e < count; e += kThreads) {
+      const int j = StagedRow(w, e);
+      const float gj = e < kThreads       ? gn[0]
+                       : e < 2 * kThreads ? gn[1]
+                       : j < k            ? __bfloat162float(gain[j])
+                                          : 0.0f;
+      xs[e] = j < k ? hs[j] * rinv * gj : 0.0f;
     }
     if (q == 0) {
       slice(2 * p.m.ffn, [&](int64_t j) { p.gu[j] = 0; });
-      if (input)
+      if (input) {
         slice(p.m.hidden,
               [&](int64_t j) { p.h[j] = __bfloat162float(p.x[j]); });
+      }
     }
   } else if (q == 1) {
-    MergedAttention(p, pos, k, r0, count, spare, xs);
+    MergedAttention(p, pos, w, k, count, spare, xs);
     slice(p.w3, [&](int64_t j) { p.qkv[j] = 0; });
   } else {
-#pragma unroll 8
-    for (int64_t i = tid; i < count; i += kThreads) {
-      int64_t j = r0 + i;
-      if (j >= k) j -= k;
-      const float gate = __ldcg(&p.gu[j]), up = __ldcg(&p.gu[p.m.ffn + j]);
-      xs[i] = gate / (1.0f + __expf(-gate)) * up;
+    for (int e = tid; e < count; e += kThreads) {
+      const int j = StagedRow(w, e);
+      float v = 0;
+      if (j < k) {
+        const float gate = __ldcg(&p.gu[j]), up = __ldcg(&p.gu[p.m.ffn + j]);
+        v = gate / (1.0f + __expf(-gate)) * up;
+      }
+      xs[e] = v;
     }
   }
 }
 
-// Product q of layer l: this block's items from the ring, its sums added to
-// the product's accumulator.
+// Product q of layer l: this warp's rows from the ring, its tile's sums
+// added to the product's accumulator.
 __device__ __forceinline__ void RunProduct(const Params& p, int l, int q,
                                            int pos, uint4* ring, uint64_t* bars,
                                            int* slot, unsigned* parity,
@@ -386,45 +395,18 @@ __device__ __forceinline__ void RunProduct(const Params& p, int l, int q,
                                            float* scratch, float* stat) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const Product pr = ProductOf(p, l, q);
-  int64_t s, e;
-  BlockRange(pr.k, pr.m, &s, &e);
-  const int64_t k = pr.k;
-  float* red = scratch;
-  float* xs = scratch + kRedFloats;
-  const int64_t r0 = s % k, count = std::min<int64_t>(e - s, k);
-  StageInputs(p, l, q, pos, k, r0, count, xs, red, stat);
-  for (int i = tid; i < kRedFloats; i += kThreads) red[i] = 0;
+  const Window w = WindowOf(pr.k, pr.m, blockIdx.x * kWarps + warp);
+  float* xs = scratch;
+  StageInputs(p, l, q, pos, w, pr.k, xs, scratch + w.starts * w.per, stat);
   __syncthreads();
-
-  const int64_t first_tile = s / k;
-  const int kk = static_cast<int>(k);
-  if (s + warp < e) {
-    int left = static_cast<int>((e - s - warp + kWarps - 1) / kWarps);
-    int tile = static_cast<int>((s + warp) / k),
-        row = static_cast<int>((s + warp) % k), xi = row - static_cast<int>(r0);
-    if (xi < 0) xi += kk;
+  if (w.rows > 0) {
+    const float* x = xs + (w.first - w.lo) * w.per;
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    bool dirty = false;  // acc holds sums not yet flushed
-    // acc's sums of `tile` to the block's shared sums, or (a tile past the
-    // first kRedTiles of the block) to the accumulator.
-    auto flush = [&] {
-      const int64_t lt = tile - first_tile;
-      if (lt < kRedTiles) {
-        float4* r = reinterpret_cast<float4*>(
-            red + (lt * kWarps + warp) * kTileCols + lane * 8);
-        r[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-        r[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
-      } else {
-        float* out = pr.out + int64_t{tile} * kTileCols + lane * 8;
-#pragma unroll
-        for (int c = 0; c < 8; ++c) atomicAdd(out + c, acc[c]);
-      }
-    };
-    for (; left > 0; --left) {
+    for (int i = 0; i < w.rows; ++i) {
       uint64_t* bar = &bars[*slot * kWarps + warp];
       BarrierWait(bar, *parity);
       const uint4 v = ring[*slot * kThreads + tid];
-      const float xv = xs[xi];
+      const float xv = x[i];
       const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&v);
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
@@ -432,35 +414,19 @@ __device__ __forceinline__ void RunProduct(const Params& p, int l, int q,
         acc[2 * c] = fmaf(xv, f.x, acc[2 * c]);
         acc[2 * c + 1] = fmaf(xv, f.y, acc[2 * c + 1]);
       }
-      dirty = true;
       // Every lane's value is in registers (used above): refill the slot.
       __syncwarp();
       stream->Issue(p, &ring[*slot * kThreads + warp * 32], bar, policy);
       if (++*slot == kStages) *slot = 0, *parity ^= 1u;
-      row += kWarps;
-      xi += kWarps;
-      while (xi >= kk) xi -= kk;
-      if (row >= kk) {
-        flush();
-        dirty = false;
-        while (row >= kk) row -= kk, ++tile;
-#pragma unroll
-        for (int c = 0; c < 8; ++c) acc[c] = 0;
-      }
     }
-    if (dirty) flush();
-  }
-  __syncthreads();
-  // The block's sums per column of its first kRedTiles tiles.
-  const int64_t last_tile = (e - 1) / k;
-  for (int i = tid; i < kRedTiles * kTileCols; i += kThreads) {
-    const int lt = i / kTileCols, col = i % kTileCols;
-    if (e <= s || first_tile + lt > last_tile) continue;
-    float sum = 0;
+    float* out = pr.out + int64_t{w.tile} * kTileCols + lane * 8;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w)
-      sum += red[(lt * kWarps + w) * kTileCols + col];
-    atomicAdd(pr.out + (first_tile + lt) * kTileCols + col, sum);
+    for (int c = 0; c < 8; c += 4) {
+      asm volatile(
+          "red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(out + c),
+          "f"(acc[c]), "f"(acc[c + 1]), "f"(acc[c + 2]), "f"(acc[c + 3])
+          : "memory");
+    }
   }
 }
 
@@ -753,25 +719,36 @@ bool DecodeStepSupports(const DecodeStepModel& m) {
       m.heads / m.kv_heads > kMaxGroup || m.capacity < 1) {
     return false;
   }
-  // MergedAttention's weights (heads x items) in the reduction's shared
-  // memory, at most kSplitsPerLane items per lane.
-  if (MaxSplits(m) > 32 * kSplitsPerLane ||
-      m.heads * MaxSplits(m) > kRedFloats) {
-    return false;
-  }
   const int64_t qw = m.heads * m.head_dim, kw = m.kv_heads * m.head_dim;
   const int64_t sms = Sms();
-  if (sms < 1) return false;
+  if (sms < 1 || m.hidden % 8 != 0 ||
+      std::max({m.hidden, qw, 2 * m.ffn, m.ffn}) > (int64_t{1} << 30)) {
+    return false;
+  }
+  // q: 0 QKV, 1 O, 2 gate|up, 3 down, as ProductOf.
   const std::pair<int64_t, int64_t> products[] = {{m.hidden, qw + 2 * kw},
                                                   {qw, m.hidden},
                                                   {m.hidden, 2 * m.ffn},
                                                   {m.ffn, m.hidden}};
-  for (auto [k, n] : products) {
-    if (n % kTileCols != 0 || k < 1) return false;
-    // The largest block range's inputs must fit the staging buffer.
-    const int64_t items = n / kTileCols * k;
-    if (std::min<int64_t>((items + sms - 1) / sms + 1, k) > kXsCap)
-      return false;
+  const int64_t warps = sms * kWarps;
+  for (int q = 0; q < kProducts; ++q) {
+    const auto [k, n] = products[q];
+    const int64_t tiles = n / kTileCols;
+    if (n % kTileCols != 0 || k < 1 || tiles > warps) return false;
+    // The most inputs a block stages (as WindowOf and StageInputs), and
+    // what else staging holds beside them.
+    const int64_t step = warps / tiles, active = step * tiles,
+                  per = (k + step - 1) / step;
+    int64_t count = 0;
+    for (int64_t b0 = 0; b0 < active; b0 += kWarps) {
+      const int64_t lo = b0 / tiles,
+                    hi = (std::min(b0 + kWarps, active) - 1) / tiles;
+      count = std::max(count, (hi - lo + 1) * per);
+    }
+    const int64_t beside = q == 0 || q == 2 ? m.hidden
+                           : q == 1         ? 3 * count * MaxSplits(m)
+                                            : 0;
+    if (count + beside > kScratchFloats) return false;
   }
   if (cudaFuncSetAttribute(DecodeStepKernel,
                            cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -6,6 +6,9 @@
 // slots, each completing on its own mbarrier) as far ahead as the ring
 // allows, across phase boundaries: HBM keeps reading the next product's
 // weights while the blocks wait at a barrier, reduce, or run attention.
+// The grid reads each matrix a window of whole rows at a time (each warp
+// keeping one slice of columns), which HBM serves faster than a separate
+// range per block.
 // Layouts as transformer_weights.h's.
 //
 // Partial sums are added to fp32 accumulators atomically, so the last bits

@@ -3,9 +3,11 @@
 // width of the contiguous segment a row is read in: segments of `seg`
 // bytes numbered tile-major (all rows of a column segment, then the next
 // segment), each block taking a contiguous range of 16-byte pieces,
-// consecutive threads consecutive pieces. seg = 512 is the decode step's
-// pattern (a warp per row segment); seg = the row's bytes reads the matrix
-// front to back.
+// consecutive threads consecutive pieces, or those ranges dealt out to the
+// blocks in turn (interleaved), or a window of whole rows per step with a
+// fixed slice per warp; then plain loads from every resident thread.
+// seg = 512 is the decode step's pattern (a warp per row slice); seg = the
+// row's bytes reads a block's range front to back.
 //   nvcc -std=c++17 -arch=sm_90 -O3 -o read_pattern read_pattern.cu
 //   ./read_pattern [rows cols]   (bf16 elements; default 4096 x 28672)
 #include <cuda_runtime.h>
@@ -66,6 +68,41 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (acc == 1.2345f) sink[0] = acc;  // keeps the reads
 }
 
+// The ring again, each warp keeping one 512-byte column slice (tile) and
+// reading every R-th row of it, R = (warps in the grid) / tiles, so that at
+// each step the grid reads R whole consecutive rows: a window of the matrix
+// at a time, with a fixed slice (one accumulator) per warp.
+__global__ void __launch_bounds__(kThreads, 1)
+    StreamWindow(const char* w, int64_t rows, int64_t row_bytes, float* sink) {
+  extern __shared__ uint4 ring[];
+  const int64_t tiles = row_bytes / 512;
+  const int64_t gw = blockIdx.x * int64_t{kThreads / 32} + threadIdx.x / 32;
+  const int64_t r_step = gridDim.x * int64_t{kThreads / 32} / tiles;
+  if (r_step == 0 || gw >= r_step * tiles) return;
+  const int64_t tile = gw % tiles, first = gw / tiles;
+  const char* base = w + tile * 512 + (threadIdx.x % 32) * 16;
+  int64_t issue = first;
+  for (int i = 0; i < kStages; ++i) {
+    if (issue < rows)
+      CpAsync16(&ring[i * kThreads + threadIdx.x], base + issue * row_bytes);
+    issue += r_step;
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  }
+  float acc = 0;
+  int slot = 0;
+  for (int64_t r = first; r < rows; r += r_step) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 1) : "memory");
+    const uint4 v = ring[slot * kThreads + threadIdx.x];
+    acc += __uint_as_float(v.x ^ v.y ^ v.z ^ v.w);
+    if (issue < rows)
+      CpAsync16(&ring[slot * kThreads + threadIdx.x], base + issue * row_bytes);
+    issue += r_step;
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    slot = slot + 1 == kStages ? 0 : slot + 1;
+  }
+  if (acc == 1.2345f) sink[0] = acc;
+}
+
 // The same bytes by plain 16-byte loads (ld.global.cs), U per thread in
 // flight, a grid-stride loop over every resident thread: the read rate
 // the ring is measured against.
@@ -115,44 +152,47 @@ int main(int argc, char** argv) {
       "ring %d x 16 B per thread\n",
       static_cast<long long>(rows), static_cast<long long>(cols), bytes / 1e6,
       sms, kThreads, kStages);
+  // Microseconds per pass of `launch` (3 warm-up passes, 20 timed).
+  auto timed = [&](auto&& launch) {
+    for (int i = 0; i < 3; ++i) launch();
+    constexpr int kReps = 20;
+    cudaEventRecord(a);
+    for (int i = 0; i < kReps; ++i) launch();
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    return ms * 1e3 / kReps;
+  };
   const int64_t segs[] = {512, 1024, 2048, 4096, 8192, row_bytes};
   for (int il = 0; il < 2; ++il)
     for (int64_t seg : segs) {
       if (row_bytes % seg != 0 || (il == 1 && seg != 512 && seg != row_bytes))
         continue;
-      for (int i = 0; i < 3; ++i)
+      const double us = timed([&] {
         Stream<<<sms, kThreads, smem>>>(w, rows, row_bytes, seg, il, sink);
-      constexpr int kReps = 20;
-      cudaEventRecord(a);
-      for (int i = 0; i < kReps; ++i)
-        Stream<<<sms, kThreads, smem>>>(w, rows, row_bytes, seg, il, sink);
-      cudaEventRecord(b);
-      cudaEventSynchronize(b);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, a, b);
-      const double us = ms * 1e3 / kReps;
+      });
       std::printf(
           "ring, %s, segment %6lld B: %8.2f us per pass, %7.1f GB/s "
           "read\n",
           il ? "blocks interleaved" : "a range per block ",
           static_cast<long long>(seg), us, bytes / us / 1e3);
     }
+  cudaFuncSetAttribute(StreamWindow,
+                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       static_cast<int>(smem));
+  const double window_us = timed(
+      [&] { StreamWindow<<<sms, kThreads, smem>>>(w, rows, row_bytes, sink); });
+  std::printf(
+      "ring, a window per step   , segment    512 B: %8.2f us per "
+      "pass, %7.1f GB/s read\n",
+      window_us, bytes / window_us / 1e3);
   auto plain = [&](auto kernel, int blocks_per_sm, int threads,
                    const char* name) {
-    const int64_t n = bytes / 16;
-    for (int i = 0; i < 3; ++i)
+    const double us = timed([&] {
       kernel<<<sms * blocks_per_sm, threads>>>(
-          reinterpret_cast<const uint4*>(w), n, sink);
-    constexpr int kReps = 20;
-    cudaEventRecord(a);
-    for (int i = 0; i < kReps; ++i)
-      kernel<<<sms * blocks_per_sm, threads>>>(
-          reinterpret_cast<const uint4*>(w), n, sink);
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    const double us = ms * 1e3 / kReps;
+          reinterpret_cast<const uint4*>(w), bytes / 16, sink);
+    });
     std::printf("plain loads %-28s: %8.2f us per pass, %7.1f GB/s read\n", name,
                 us, bytes / us / 1e3);
   };

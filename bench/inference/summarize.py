@@ -94,6 +94,8 @@ def main():
                 key = "hbm_read_ring_range_per_block_gbps"
             elif line.startswith("ring, blocks interleaved") and " 512 B" in line:
                 key = "hbm_read_ring_interleaved_gbps"
+            elif line.startswith("ring, a window per step"):
+                key = "hbm_read_ring_window_gbps"
             else:
                 continue
             s[key] = max(s.get(key, 0), gbps)
