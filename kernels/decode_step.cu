@@ -52,7 +52,7 @@ struct Params {
   bf16* y;
   const int* pos;
   // Views of DecodeStepState.
-  float *h, *qkv, *attn, *gu, *partial;
+  float *h, *qkv, *gu, *partial;
   unsigned* barrier;
   int64_t* trace;
   int64_t w3, qw, kw, max_splits;
@@ -707,7 +707,7 @@ int64_t MaxSplits(const DecodeStepModel& m) {
 int64_t DecodeStepFloats(const DecodeStepModel& m) {
   const int64_t qw = m.heads * m.head_dim, kw = m.kv_heads * m.head_dim;
   const int64_t g = m.kv_heads > 0 ? m.heads / m.kv_heads : 0;
-  return m.hidden + (qw + 2 * kw) + qw + 2 * m.ffn +
+  return m.hidden + (qw + 2 * kw) + 2 * m.ffn +
          m.kv_heads * MaxSplits(m) * g * (m.head_dim + 2);
 }
 
@@ -776,8 +776,7 @@ cudaError_t DecodeStep(const DecodeStepModel& m, const DecodeStepState& st,
   p.max_splits = MaxSplits(m);
   p.h = st.floats;
   p.qkv = p.h + m.hidden;
-  p.attn = p.qkv + p.w3;
-  p.gu = p.attn + p.qw;
+  p.gu = p.qkv + p.w3;
   p.partial = p.gu + 2 * m.ffn;
   p.trace = st.trace;
   p.barrier = st.words;

@@ -57,13 +57,15 @@ int64_t DecodeStepFloats(const DecodeStepModel& m);
 int64_t DecodeStepWords(const DecodeStepModel& m);
 
 // Whether the current device runs DecodeStep for this shape: head_dim 64
-// or 128, heads / kv_heads at most 4, capacity at most 4096 (8192 /
-// heads of attention items' weights), every product's outputs (hidden,
-// (heads + 2 kv_heads) head_dim, 2 ffn) multiples of 256, each block's slice of
-// a product's input at most 4096 values, and a block per SM resident with the
-// ring. It also readies the kernel (its shared memory size) on the current
-// device, so it must have returned true there before DecodeStep is launched or
-// captured.
+// or 128, heads / kv_heads at most 4, every product's outputs (hidden,
+// (heads + 2 kv_heads) head_dim, 2 ffn) multiples of 256 wide and at most
+// one 256-column tile per warp of the grid, each block's staged inputs
+// within shared memory (with the residual stream for a norm, and with
+// every attention item's pieces for the O product: this bounds capacity,
+// to about 4,000 positions for Llama 3 8B), and a block per SM resident
+// with the ring. It also readies the kernel (its shared memory size) on
+// the current device, so it must have returned true there before
+// DecodeStep is launched or captured.
 bool DecodeStepSupports(const DecodeStepModel& m);
 
 // y[hidden] (bf16) = the final norm of the stack applied to x[hidden]

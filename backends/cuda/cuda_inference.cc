@@ -345,8 +345,10 @@ absl::Status CudaInferenceEngine::ChooseDecodePath() {
   if (want_fused == "1" && !fused_) {
     return absl::InvalidArgumentError(
         "RINGMASTER_DECODE_FUSED=1: the fused decode step takes batch 1 only, "
-        "without RINGMASTER_DECODE_GEMV, and a shape it supports (every "
-        "product's outputs a multiple of 256, head_dim 64 or 128)");
+        "without RINGMASTER_DECODE_GEMV, and a shape it supports (head_dim "
+        "64 or 128, at most 4 query heads per key/value head, every "
+        "product's outputs a multiple of 256, prompt + generate within its "
+        "shared memory: about 4,000 positions for Llama 3 8B)");
   }
   gemv_ = forced == "1"   ? batch_ <= tk::kDecodeGemvMaxRows
           : forced == "0" ? false

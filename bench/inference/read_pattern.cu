@@ -1,13 +1,12 @@
 // How fast one persistent block per SM streams a weight matrix from HBM
-// through a per-thread cp.async ring (the fused decode step's way), by the
-// width of the contiguous segment a row is read in: segments of `seg`
-// bytes numbered tile-major (all rows of a column segment, then the next
-// segment), each block taking a contiguous range of 16-byte pieces,
-// consecutive threads consecutive pieces, or those ranges dealt out to the
-// blocks in turn (interleaved), or a window of whole rows per step with a
-// fixed slice per warp; then plain loads from every resident thread.
-// seg = 512 is the decode step's pattern (a warp per row slice); seg = the
-// row's bytes reads a block's range front to back.
+// through a per-thread cp.async ring of shared memory (the fused decode
+// step's ring; it fills its slots by bulk copies, which measured the same),
+// by how the matrix is dealt out: each block a contiguous range of 16-byte
+// pieces (consecutive threads consecutive pieces; segments of `seg` bytes
+// numbered tile-major, all rows of a column segment before the next), those
+// ranges dealt out to the blocks in turn (interleaved), or a window of whole
+// rows per step with a fixed 512-byte slice per warp (the decode step's
+// way); then plain loads from every resident thread.
 //   nvcc -std=c++17 -arch=sm_90 -O3 -o read_pattern read_pattern.cu
 //   ./read_pattern [rows cols]   (bf16 elements; default 4096 x 28672)
 #include <cuda_runtime.h>
