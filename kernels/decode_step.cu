@@ -29,6 +29,7 @@ constexpr int kGroups = kThreads / 128;   // attention: groups of 4 warps
 constexpr int kKeys = 32;                 // keys per attention item
 constexpr int kMaxGroup = 4;              // query heads per key head
 constexpr int kProducts = 4;              // QKV, O, gate|up, down
+constexpr int kTraceStamps = 15;          // per layer: 5 phases x 3
 
 struct AttnSmem {
   float qs[kMaxGroup][128];
@@ -50,12 +51,13 @@ struct Params {
   DecodeStepModel m;
   const bf16* x;
   bf16* y;
-  const int* pos;
+  int* pos;
   // Views of DecodeStepState.
   float *h, *qkv, *gu, *partial;
   unsigned* barrier;
   int64_t* trace;
   int64_t w3, qw, kw, max_splits;
+  bool advance;  // *pos + 1 written back once every block has read it
 };
 
 struct Product {
@@ -162,17 +164,20 @@ __device__ __forceinline__ float RoundBf16(float v) {
   return __bfloat162float(__float2bfloat16(v));
 }
 
-// Every block arrives at barrier number `target / gridDim.x`; a block that
-// waits more than 5 s (a block that never became resident) traps instead
-// of hanging the GPU.
-__device__ void GridSync(unsigned* counter, unsigned target) {
+// A grid-wide barrier over launches: w[0] counts arrivals and only
+// grows (wrapping), w[1] holds its value when the launch started (every
+// block reads it before its first arrival; block 0 moves it on after the
+// last barrier). Barrier n of a launch is passed once w[0] has reached
+// w[1] + n * gridDim.x. A block that waits more than 5 s (a block that
+// never became resident) traps instead of hanging the GPU.
+__device__ void GridSync(unsigned* w, unsigned target) {
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
-    atomicAdd(counter, 1u);
+    atomicAdd(&w[0], 1u);
     const uint64_t start = GlobalNs();
     unsigned spins = 0;
-    while (LoadAcquire(counter) < target) {
+    while (static_cast<int>(LoadAcquire(&w[0]) - target) < 0) {
       if ((++spins & 1023u) == 0 && GlobalNs() - start > 5000000000ull)
         __trap();
     }
@@ -288,14 +293,34 @@ __device__ void MergedAttention(const Params& p, int pos, const Window& w,
   const int g = static_cast<int>(p.m.heads / p.m.kv_heads),
             hd = static_cast<int>(p.m.head_dim);
   const int64_t stride = int64_t{g} * (hd + 2);
-  for (int i = tid; i < count * used; i += kThreads) {
-    const int e = i / used, sp = i % used, j = StagedRow(w, e);
-    if (j >= k) continue;
-    const int hh = j / hd, d = j % hd;
-    const float* item = p.partial + ((hh / g) * p.max_splits + sp) * stride;
-    pieces[3 * i] = __ldcg(&item[g * hd + hh % g]);
-    pieces[3 * i + 1] = __ldcg(&item[g * hd + g + hh % g]);
-    pieces[3 * i + 2] = __ldcg(&item[(hh % g) * hd + d]);
+  // kBatch pairs per thread loaded before any is stored (the stores to
+  // shared memory would otherwise order each pair's loads after the last).
+  constexpr int kBatch = 4;
+  const int total = count * used;
+  for (int i0 = tid; i0 < total; i0 += kBatch * kThreads) {
+    float v[kBatch][3];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = i0 + u * kThreads, e = i / used, sp = i % used;
+      const int j = i < total ? StagedRow(w, e) : static_cast<int>(k);
+      // Rows past k (no warp reads them) merge to 0.
+      v[u][0] = 0, v[u][1] = 1, v[u][2] = 0;
+      if (j < k) {
+        const int hh = j / hd, d = j % hd;
+        const float* item = p.partial + ((hh / g) * p.max_splits + sp) * stride;
+        v[u][0] = __ldcg(&item[g * hd + hh % g]);
+        v[u][1] = __ldcg(&item[g * hd + g + hh % g]);
+        v[u][2] = __ldcg(&item[(hh % g) * hd + d]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = i0 + u * kThreads;
+      if (i < total) {
+#pragma unroll
+        for (int c = 0; c < 3; ++c) pieces[3 * i + c] = v[u][c];
+      }
+    }
   }
   __syncthreads();
   for (int e = warp; e < count; e += kWarps) {
@@ -387,18 +412,21 @@ __device__ void StageInputs(const Params& p, int l, int q, int pos,
 }
 
 // Product q of layer l: this warp's rows from the ring, its tile's sums
-// added to the product's accumulator.
+// added to the product's accumulator. `ready`, when not null, receives
+// the time the inputs were staged.
 __device__ __forceinline__ void RunProduct(const Params& p, int l, int q,
                                            int pos, uint4* ring, uint64_t* bars,
                                            int* slot, unsigned* parity,
                                            Stream* stream, uint64_t policy,
-                                           float* scratch, float* stat) {
+                                           float* scratch, float* stat,
+                                           int64_t* ready) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const Product pr = ProductOf(p, l, q);
   const Window w = WindowOf(pr.k, pr.m, blockIdx.x * kWarps + warp);
   float* xs = scratch;
   StageInputs(p, l, q, pos, w, pr.k, xs, scratch + w.starts * w.per, stat);
   __syncthreads();
+  if (ready != nullptr) *ready = static_cast<int64_t>(GlobalNs());
   if (w.rows > 0) {
     const float* x = xs + (w.first - w.lo) * w.per;
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -434,7 +462,9 @@ __device__ __forceinline__ void RunProduct(const Params& p, int l, int q,
 // position pos, by the 128 threads of `group`: the group's query heads'
 // unnormalized outputs, score maxima and sums of exponentials over those
 // keys in p.partial (merged by the blocks of the next product, each for
-// the inputs it needs: MergedAttention).
+// the inputs it needs: MergedAttention). Every load (the cached keys and
+// values, the queries, the new key and value) is issued before the first
+// is used, so an item costs one round trip to memory.
 __device__ void AttendItem(const Params& p, int l, int kvh, int split, int pos,
                            AttnSmem& a, int group) {
   const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
@@ -449,18 +479,47 @@ __device__ void AttendItem(const Params& p, int l, int kvh, int split, int pos,
   const float* cs = p.m.cos_table + int64_t{pos} * half;
   const float* sn = p.m.sin_table + int64_t{pos} * half;
   const int j0 = split * kKeys, j1 = min(j0 + kKeys, pos + 1);
-  // Every input loaded before use: the group's queries (at most 4 pairs
-  // per thread), the new key's pair and value, the rotary factors.
+  // Scores: warp w takes keys j0 + w + 4i, each lane `per` dimensions.
+  // Values: thread (piece, 4 dimensions from d) takes keys j0 + piece +
+  // pieces * i.
+  const int per = hd / 32;  // 2 or 4
+  const int quads = hd / 4, pieces = 128 / quads, piece = t / quads,
+            d = (t % quads) * 4;
+  constexpr int kWarpKeys = kKeys / 4;
+  constexpr int kThreadValues = kKeys / 4;  // pieces is 4 or 8
+  uint2 kraw[kWarpKeys], vraw[kThreadValues];
+#pragma unroll
+  for (int i = 0; i < kWarpKeys; ++i) {
+    const int j = j0 + warp + 4 * i;
+    kraw[i] = make_uint2(0, 0);
+    if (j < j1 && j != pos) {
+      const bf16* kp = kc + int64_t{j} * kw + lane * per;
+      if (per == 4) {
+        kraw[i] = *reinterpret_cast<const uint2*>(kp);
+      } else {
+        kraw[i].x = *reinterpret_cast<const unsigned*>(kp);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kThreadValues; ++i) {
+    const int j = j0 + piece + pieces * i;
+    vraw[i] = make_uint2(0, 0);
+    if (i < kKeys / pieces && j < j1 && j != pos)
+      vraw[i] = *reinterpret_cast<const uint2*>(vc + int64_t{j} * kw + d);
+  }
+  // The group's queries (at most 4 pairs per thread), the new key's pair
+  // and value, the rotary factors.
   constexpr int kQPairs = kMaxGroup * 64 / 128;
   float qa[kQPairs], qb[kQPairs], qc[kQPairs], qsn[kQPairs];
 #pragma unroll
   for (int r = 0; r < kQPairs; ++r) {
-    const int i = t + 128 * r, hh = i / half, d = i % half;
+    const int i = t + 128 * r, hh = i / half, dd = i % half;
     if (i < g * half) {
-      qa[r] = __ldcg(&qsrc[hh * hd + d]);
-      qb[r] = __ldcg(&qsrc[hh * hd + d + half]);
-      qc[r] = cs[d];
-      qsn[r] = sn[d];
+      qa[r] = __ldcg(&qsrc[hh * hd + dd]);
+      qb[r] = __ldcg(&qsrc[hh * hd + dd + half]);
+      qc[r] = cs[dd];
+      qsn[r] = sn[dd];
     }
   }
   const bool kpair = t < half, vmine = t < hd;
@@ -470,10 +529,10 @@ __device__ void AttendItem(const Params& p, int l, int kvh, int split, int pos,
               vv = vmine ? __ldcg(&vsrc[t]) : 0.0f;
 #pragma unroll
   for (int r = 0; r < kQPairs; ++r) {
-    const int i = t + 128 * r, hh = i / half, d = i % half;
+    const int i = t + 128 * r, hh = i / half, dd = i % half;
     if (i < g * half) {
-      a.qs[hh][d] = qa[r] * qc[r] - qb[r] * qsn[r];
-      a.qs[hh][d + half] = qa[r] * qsn[r] + qb[r] * qc[r];
+      a.qs[hh][dd] = qa[r] * qc[r] - qb[r] * qsn[r];
+      a.qs[hh][dd + half] = qa[r] * qsn[r] + qb[r] * qc[r];
     }
   }
   // The new key and value as the cache holds them (bfloat16).
@@ -484,63 +543,46 @@ __device__ void AttendItem(const Params& p, int l, int kvh, int split, int pos,
   if (vmine) a.vcur[t] = RoundBf16(vv);
   GroupSync(group);
   if (split == 0) {
-    for (int d = t; d < hd; d += 128) {
-      kc[int64_t{pos} * kw + d] = __float2bfloat16(a.kcur[d]);
-      vc[int64_t{pos} * kw + d] = __float2bfloat16(a.vcur[d]);
+    for (int dd = t; dd < hd; dd += 128) {
+      kc[int64_t{pos} * kw + dd] = __float2bfloat16(a.kcur[dd]);
+      vc[int64_t{pos} * kw + dd] = __float2bfloat16(a.vcur[dd]);
     }
   }
-  const int per = hd / 32;  // 2 or 4
   float qr[kMaxGroup][4];
 #pragma unroll
   for (int hh = 0; hh < kMaxGroup; ++hh)
 #pragma unroll
     for (int c = 0; c < 4; ++c)
       qr[hh][c] = hh < g && c < per ? a.qs[hh][lane * per + c] : 0.0f;
-  // Warp w scores keys j0 + w, + 4, ...: four keys loaded before their
-  // sums.
-  constexpr int kBatch = 4;
-  for (int i0 = 0; i0 < kKeys / 4; i0 += kBatch) {
-    if (j0 + warp + 4 * i0 >= j1) break;
-    float kv[kBatch][4];
+  // Every key's dot products, then their sums across the warp.
+  float dot[kWarpKeys][kMaxGroup];
 #pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
-      const int j = j0 + warp + 4 * (i0 + i);
+  for (int i = 0; i < kWarpKeys; ++i) {
+    const int j = j0 + warp + 4 * i;
+    float kv[4];
+    const __nv_bfloat162* h2 =
+        reinterpret_cast<const __nv_bfloat162*>(&kraw[i]);
+    const float2 x0 = __bfloat1622float2(h2[0]), x1 = __bfloat1622float2(h2[1]);
+    kv[0] = x0.x, kv[1] = x0.y, kv[2] = x1.x, kv[3] = x1.y;
+    if (j == pos) {
 #pragma unroll
-      for (int c = 0; c < 4; ++c) kv[i][c] = 0;
-      if (j >= j1) continue;
-      if (j == pos) {
-#pragma unroll
-        for (int c = 0; c < 4; ++c)
-          if (c < per) kv[i][c] = a.kcur[lane * per + c];
-      } else {
-        const bf16* kp = kc + int64_t{j} * kw + lane * per;
-        if (per == 4) {
-          const uint2 raw = *reinterpret_cast<const uint2*>(kp);
-          const __nv_bfloat162* h2 =
-              reinterpret_cast<const __nv_bfloat162*>(&raw);
-          const float2 x0 = __bfloat1622float2(h2[0]),
-                       x1 = __bfloat1622float2(h2[1]);
-          kv[i][0] = x0.x, kv[i][1] = x0.y, kv[i][2] = x1.x, kv[i][3] = x1.y;
-        } else {
-          const float2 x0 =
-              __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(kp));
-          kv[i][0] = x0.x, kv[i][1] = x0.y;
-        }
-      }
+      for (int c = 0; c < 4; ++c) kv[c] = c < per ? a.kcur[lane * per + c] : 0;
     }
 #pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
-      const int j = j0 + warp + 4 * (i0 + i);
-      if (j >= j1) break;
+    for (int hh = 0; hh < kMaxGroup; ++hh) {
+      float s = 0;
 #pragma unroll
-      for (int hh = 0; hh < kMaxGroup; ++hh) {
-        if (hh >= g) break;
-        float dot = 0;
+      for (int c = 0; c < 4; ++c) s = fmaf(qr[hh][c], kv[c], s);
+      dot[i][hh] = s;
+    }
+  }
 #pragma unroll
-        for (int c = 0; c < 4; ++c) dot = fmaf(qr[hh][c], kv[i][c], dot);
-        dot = WarpSum(dot);
-        if (lane == 0) a.sc[hh][j - j0] = dot * p.m.scale;
-      }
+  for (int i = 0; i < kWarpKeys; ++i) {
+    const int j = j0 + warp + 4 * i;
+#pragma unroll
+    for (int hh = 0; hh < kMaxGroup; ++hh) {
+      const float s = WarpSum(dot[i][hh]);
+      if (lane == 0 && hh < g && j < j1) a.sc[hh][j - j0] = s * p.m.scale;
     }
   }
   GroupSync(group);
@@ -561,48 +603,33 @@ __device__ void AttendItem(const Params& p, int l, int kvh, int split, int pos,
     }
   }
   GroupSync(group);
-  // Unnormalized outputs: thread (piece, 4 dimensions from d) over keys
-  // j0 + piece, + pieces, ..., every value of a batch loaded before use.
-  const int quads = hd / 4, pieces = 128 / quads, piece = t / quads,
-            d = (t % quads) * 4;
+  // Unnormalized outputs over this thread's keys.
   float acc[kMaxGroup][4];
 #pragma unroll
   for (int hh = 0; hh < kMaxGroup; ++hh)
 #pragma unroll
     for (int c = 0; c < 4; ++c) acc[hh][c] = 0;
-  constexpr int kVBatch = 4;
-  for (int j = j0 + piece; j < j1; j += kVBatch * pieces) {
-    float vv[kVBatch][4];
 #pragma unroll
-    for (int i = 0; i < kVBatch; ++i) {
-      const int jj = j + i * pieces;
-      if (jj >= j1) {
+  for (int i = 0; i < kThreadValues; ++i) {
+    const int j = j0 + piece + pieces * i;
+    if (i >= kKeys / pieces || j >= j1) break;
+    float vx[4];
+    if (j == pos) {
 #pragma unroll
-        for (int c = 0; c < 4; ++c) vv[i][c] = 0;
-      } else if (jj == pos) {
-#pragma unroll
-        for (int c = 0; c < 4; ++c) vv[i][c] = a.vcur[d + c];
-      } else {
-        const uint2 raw =
-            *reinterpret_cast<const uint2*>(vc + int64_t{jj} * kw + d);
-        const __nv_bfloat162* h2 =
-            reinterpret_cast<const __nv_bfloat162*>(&raw);
-        const float2 x0 = __bfloat1622float2(h2[0]),
-                     x1 = __bfloat1622float2(h2[1]);
-        vv[i][0] = x0.x, vv[i][1] = x0.y, vv[i][2] = x1.x, vv[i][3] = x1.y;
-      }
+      for (int c = 0; c < 4; ++c) vx[c] = a.vcur[d + c];
+    } else {
+      const __nv_bfloat162* h2 =
+          reinterpret_cast<const __nv_bfloat162*>(&vraw[i]);
+      const float2 x0 = __bfloat1622float2(h2[0]),
+                   x1 = __bfloat1622float2(h2[1]);
+      vx[0] = x0.x, vx[1] = x0.y, vx[2] = x1.x, vx[3] = x1.y;
     }
 #pragma unroll
-    for (int i = 0; i < kVBatch; ++i) {
-      const int jj = j + i * pieces;
-      if (jj >= j1) break;
+    for (int hh = 0; hh < kMaxGroup; ++hh) {
+      if (hh >= g) break;
+      const float w = a.sc[hh][j - j0];
 #pragma unroll
-      for (int hh = 0; hh < kMaxGroup; ++hh) {
-        if (hh >= g) break;
-        const float w = a.sc[hh][jj - j0];
-#pragma unroll
-        for (int c = 0; c < 4; ++c) acc[hh][c] = fmaf(w, vv[i][c], acc[hh][c]);
-      }
+      for (int c = 0; c < 4; ++c) acc[hh][c] = fmaf(w, vx[c], acc[hh][c]);
     }
   }
 #pragma unroll
@@ -650,32 +677,51 @@ __global__ void __launch_bounds__(kThreads, 1) DecodeStepKernel(Params p) {
   }
   int slot = 0;
   unsigned parity = 0;
-  unsigned barriers = 0;
+  // Block 0's timeline (thread 0): per phase, its inputs staged, its work
+  // done, the barrier after it passed (kTraceStamps per layer).
   const bool tracing =
       p.trace != nullptr && blockIdx.x == 0 && threadIdx.x == 0;
-  if (tracing) p.trace[0] = static_cast<int64_t>(GlobalNs());
-  auto sync = [&] {
-    GridSync(p.barrier, ++barriers * gridDim.x);
-    if (tracing) p.trace[barriers] = static_cast<int64_t>(GlobalNs());
+  int64_t* trace = tracing ? p.trace : nullptr;
+  auto stamp = [&](int i) {
+    if (tracing) p.trace[i] = static_cast<int64_t>(GlobalNs());
+  };
+  stamp(0);
+  const unsigned base = *reinterpret_cast<volatile unsigned*>(&p.barrier[1]);
+  unsigned barriers = 0;
+  // Phase `phase` of layer l done: stamps and the grid barrier.
+  auto sync = [&](int l, int phase) {
+    __syncthreads();
+    stamp(1 + l * kTraceStamps + 3 * phase + 1);
+    GridSync(p.barrier, base + ++barriers * gridDim.x);
+    stamp(1 + l * kTraceStamps + 3 * phase + 2);
   };
   const int pos = *p.pos;
+  const int group = threadIdx.x >> 7;
   for (int l = 0; l < p.m.layers; ++l) {
     RunProduct(p, l, 0, pos, ring, bars, &slot, &parity, &stream, policy,
-               scratch, stat);
-    sync();
+               scratch, stat, tracing ? trace + 1 + l * kTraceStamps : nullptr);
+    sync(l, 0);
     const int used = pos / kKeys + 1;
     const int items = static_cast<int>(p.m.kv_heads) * used;
-    const int group = threadIdx.x >> 7;
     AttnSmem& a = reinterpret_cast<AttnSmem*>(scratch)[group];
     for (int it = blockIdx.x + gridDim.x * group; it < items;
          it += gridDim.x * kGroups)
       AttendItem(p, l, it / used, it % used, pos, a, group);
-    sync();
+    // For attention, "staged" is when thread 0's group finished its items.
+    stamp(1 + l * kTraceStamps + 3);
+    sync(l, 1);
     for (int q = 1; q < kProducts; ++q) {
-      RunProduct(p, l, q, pos, ring, bars, &slot, &parity, &stream, policy,
-                 scratch, stat);
-      sync();
+      RunProduct(
+          p, l, q, pos, ring, bars, &slot, &parity, &stream, policy, scratch,
+          stat, tracing ? trace + 1 + l * kTraceStamps + 3 * (q + 1) : nullptr);
+      sync(l, q + 1);
     }
+  }
+  // Every block read *pos and the barrier's base before the first
+  // barrier; the next launch starts after this one ends.
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    p.barrier[1] = base + barriers * gridDim.x;
+    if (p.advance) *p.pos = pos + 1;
   }
   // The final norm, a slice per block.
   const float rinv = ResidualRinv(p, false, stat);
@@ -711,7 +757,11 @@ int64_t DecodeStepFloats(const DecodeStepModel& m) {
          m.kv_heads * MaxSplits(m) * g * (m.head_dim + 2);
 }
 
-int64_t DecodeStepWords(const DecodeStepModel&) { return 1; }
+int64_t DecodeStepWords(const DecodeStepModel&) { return 2; }
+
+int64_t DecodeStepTraceValues(const DecodeStepModel& m) {
+  return 1 + int64_t{kTraceStamps} * m.layers;
+}
 
 bool DecodeStepSupports(const DecodeStepModel& m) {
   if (m.layers < 1 || (m.head_dim != 64 && m.head_dim != 128) ||
@@ -762,7 +812,8 @@ bool DecodeStepSupports(const DecodeStepModel& m) {
 }
 
 cudaError_t DecodeStep(const DecodeStepModel& m, const DecodeStepState& st,
-                       const void* x, void* y, const int* pos, cudaStream_t s) {
+                       const void* x, void* y, int* pos, bool advance,
+                       cudaStream_t s) {
   const int sms = Sms();
   if (sms < 1 || m.layers < 1 || m.kv_heads < 1) return cudaErrorInvalidValue;
   Params p{};
@@ -780,10 +831,7 @@ cudaError_t DecodeStep(const DecodeStepModel& m, const DecodeStepState& st,
   p.partial = p.gu + 2 * m.ffn;
   p.trace = st.trace;
   p.barrier = st.words;
-  if (cudaError_t e = cudaMemsetAsync(p.barrier, 0, sizeof(unsigned), s);
-      e != cudaSuccess) {
-    return e;
-  }
+  p.advance = advance;
   DecodeStepKernel<<<sms, kThreads, kSmemBytes, s>>>(p);
   return cudaGetLastError();
 }

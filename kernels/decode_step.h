@@ -43,11 +43,13 @@ struct DecodeStepModel {
 };
 
 // Device memory the step keeps between launches: `floats` fp32 values and
-// `words` unsigned counters, both zeroed once before the first launch (the
-// step leaves them as it needs them for the next).
-// `trace`, when not null, receives the %globaltimer (ns) of block 0 at the
-// step's start and after each of its grid barriers (1 + 5 * layers
-// values: per layer after QKV, attention, O, gate|up and down).
+// `words` unsigned counters (its grid barrier's), both zeroed once before
+// the first launch (the step leaves them as it needs them for the next).
+// `trace`, when not null, receives block 0's %globaltimer (ns):
+// DecodeStepTraceValues values, the step's start, then per layer and per
+// phase (QKV, attention, O, gate|up, down) three: its inputs staged (for
+// attention: the first group's items done), its work done, the grid
+// barrier after it passed.
 struct DecodeStepState {
   float* floats = nullptr;
   unsigned* words = nullptr;
@@ -55,6 +57,7 @@ struct DecodeStepState {
 };
 int64_t DecodeStepFloats(const DecodeStepModel& m);
 int64_t DecodeStepWords(const DecodeStepModel& m);
+int64_t DecodeStepTraceValues(const DecodeStepModel& m);
 
 // Whether the current device runs DecodeStep for this shape: head_dim 64
 // or 128, heads / kv_heads at most 4, every product's outputs (hidden,
@@ -70,9 +73,11 @@ bool DecodeStepSupports(const DecodeStepModel& m);
 
 // y[hidden] (bf16) = the final norm of the stack applied to x[hidden]
 // (bf16) at position *pos: appends each layer's key and value at *pos to
-// its cache. *pos is not advanced.
+// its cache, and with `advance` adds one to *pos (in the same launch, so a
+// captured step is one graph node).
 cudaError_t DecodeStep(const DecodeStepModel& m, const DecodeStepState& st,
-                       const void* x, void* y, const int* pos, cudaStream_t s);
+                       const void* x, void* y, int* pos, bool advance,
+                       cudaStream_t s);
 
 }  // namespace ringmaster::tk
 

@@ -422,8 +422,7 @@ absl::Status CudaInferenceEngine::DecodeAttention(int l, bool pdl) {
 absl::Status CudaInferenceEngine::DecodeStep() {
   RM_CU(tk::SequenceInputs(x_, batch_, 1, h_, cap_, 0, pos_, s_));
   if (fused_) {
-    RM_CU(tk::DecodeStep(step_, step_state_, x_, y_, pos_, s_));
-    RM_CU(tk::Advance(pos_, s_));
+    RM_CU(tk::DecodeStep(step_, step_state_, x_, y_, pos_, true, s_));
     return absl::OkStatus();
   }
   void *in = x_, *other = x2_;

@@ -11,7 +11,7 @@ set -uo pipefail
 train_env inference-b1
 .bundle/bin/ringmaster_decode_step_test > "$w"/decode-step-test.txt 2>&1
 echo "decode step test: exit $?" | tee -a "$w"/console.txt
-grep -E "FAILED|PASSED|phases|rel error" "$w"/decode-step-test.txt \
+grep -E "FAILED|PASSED|timeline|rel error" "$w"/decode-step-test.txt \
   >> "$w"/console.txt
 .bundle/bin/read_pattern > "$w"/read-pattern.txt 2>&1
 echo "read_pattern: exit $?" | tee -a "$w"/console.txt

@@ -24,7 +24,7 @@ fi
 if [ -x .bundle/bin/ringmaster_decode_step_test ]; then
   .bundle/bin/ringmaster_decode_step_test > "$w"/decode-step-test.txt 2>&1
   echo "decode step test: exit $?" | tee -a "$w"/console.txt
-  grep -E "FAILED|PASSED|phases|rel error" "$w"/decode-step-test.txt \
+  grep -E "FAILED|PASSED|timeline|rel error" "$w"/decode-step-test.txt \
     >> "$w"/console.txt
 fi
 if [ -x .bundle/bin/read_pattern ]; then
