@@ -338,7 +338,7 @@ absl::Status CudaInferenceEngine::ChooseDecodePath() {
   // its time: on an H200 the per-product kernels were faster at 0.8 MB per
   // layer and slower at 436 MB (the threshold between is a guess, not a
   // measurement). RINGMASTER_DECODE_FUSED=1 takes the fused step anyway.
-  const int64_t layer_bytes = 2 * (h_ * w3_ + qw_ * h_ + 3 * h_ * f_);
+  const int64_t layer_bytes = 2 * off_.size;  // a layer's bf16 tensors
   fused_ = batch_ == 1 && forced.empty() && want_fused != "0" &&
            (want_fused == "1" || layer_bytes >= kFusedMinLayerBytes) &&
            tk::DecodeStepSupports(step_);
