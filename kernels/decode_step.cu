@@ -681,25 +681,29 @@ __global__ void __launch_bounds__(kThreads, 1) DecodeStepKernel(Params p) {
   // done, the barrier after it passed (kTraceStamps per layer).
   const bool tracing =
       p.trace != nullptr && blockIdx.x == 0 && threadIdx.x == 0;
-  int64_t* trace = tracing ? p.trace : nullptr;
-  auto stamp = [&](int i) {
-    if (tracing) p.trace[i] = static_cast<int64_t>(GlobalNs());
+  // Where stamp k (0 staged, 1 work done, 2 barrier passed) of phase
+  // `phase` of layer l goes; null on the threads that do not trace.
+  auto at = [&](int l, int phase, int k) -> int64_t* {
+    return tracing ? p.trace + 1 + l * kTraceStamps + 3 * phase + k : nullptr;
   };
-  stamp(0);
+  auto stamp = [](int64_t* t) {
+    if (t != nullptr) *t = static_cast<int64_t>(GlobalNs());
+  };
+  stamp(tracing ? p.trace : nullptr);
   const unsigned base = *reinterpret_cast<volatile unsigned*>(&p.barrier[1]);
   unsigned barriers = 0;
   // Phase `phase` of layer l done: stamps and the grid barrier.
   auto sync = [&](int l, int phase) {
     __syncthreads();
-    stamp(1 + l * kTraceStamps + 3 * phase + 1);
+    stamp(at(l, phase, 1));
     GridSync(p.barrier, base + ++barriers * gridDim.x);
-    stamp(1 + l * kTraceStamps + 3 * phase + 2);
+    stamp(at(l, phase, 2));
   };
   const int pos = *p.pos;
   const int group = threadIdx.x >> 7;
   for (int l = 0; l < p.m.layers; ++l) {
     RunProduct(p, l, 0, pos, ring, bars, &slot, &parity, &stream, policy,
-               scratch, stat, tracing ? trace + 1 + l * kTraceStamps : nullptr);
+               scratch, stat, at(l, 0, 0));
     sync(l, 0);
     const int used = pos / kKeys + 1;
     const int items = static_cast<int>(p.m.kv_heads) * used;
@@ -708,12 +712,11 @@ __global__ void __launch_bounds__(kThreads, 1) DecodeStepKernel(Params p) {
          it += gridDim.x * kGroups)
       AttendItem(p, l, it / used, it % used, pos, a, group);
     // For attention, "staged" is when thread 0's group finished its items.
-    stamp(1 + l * kTraceStamps + 3);
+    stamp(at(l, 1, 0));
     sync(l, 1);
     for (int q = 1; q < kProducts; ++q) {
-      RunProduct(
-          p, l, q, pos, ring, bars, &slot, &parity, &stream, policy, scratch,
-          stat, tracing ? trace + 1 + l * kTraceStamps + 3 * (q + 1) : nullptr);
+      RunProduct(p, l, q, pos, ring, bars, &slot, &parity, &stream, policy,
+                 scratch, stat, at(l, q + 1, 0));
       sync(l, q + 1);
     }
   }
