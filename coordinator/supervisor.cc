@@ -598,29 +598,62 @@ std::optional<Outcome> JobSupervisor::WatchRanks(
     const absl::Time seen = std::max(r.last_seen, r.last_progress);
     if (seen != absl::InfinitePast() &&
         now - seen > absl::Seconds(limits_.heartbeat_timeout_s)) {
-      const double silent = absl::ToDoubleSeconds(now - seen);
       if (adopted_ && !r.registered) {
+        const double silent = absl::ToDoubleSeconds(now - seen);
         return Failed(MakeFailure(
             v1::COORDINATOR_RESTART, r.rank, "",
             absl::StrFormat("rank %d did not come back within %.0f s of the "
                             "coordinator's restart",
                             r.rank, silent)));
       }
-      if (local && ProcessAlive(r.pid)) {
-        return Failed(MakeFailure(
-            v1::RANK_HUNG, r.rank, r.host,
-            absl::StrFormat("no heartbeat for %.0f s from live process %d%s "
-                            "(last case finished: %d)",
-                            silent, r.pid,
-                            ProcessStopped(r.pid) ? " (stopped)" : "",
-                            r.progress_seq)));
-      }
-      return Failed(
-          MakeFailure(v1::WORKER_UNREACHABLE, r.rank, r.host,
-                      absl::StrFormat("no heartbeat for %.0f s", silent)));
+      return SilentRank(ranks, r, now);
     }
   }
   return std::nullopt;
+}
+
+// The rank to name when `first` (the first in rank order) is silent past
+// the heartbeat timeout. Ranks that went quiet together (silent for more
+// than half the timeout) share a cause: a stopped local process among
+// them is that cause; otherwise, on one host, the lowest rank, usually
+// the node leader whose relay the others' heartbeats pass through.
+std::optional<Outcome> JobSupervisor::SilentRank(
+    const std::vector<RankStatus>& ranks, const RankStatus& first,
+    absl::Time now) {
+  auto silent_for = [&](const RankStatus& x) {
+    const absl::Time seen = std::max(x.last_seen, x.last_progress);
+    return seen == absl::InfinitePast() ? absl::ZeroDuration() : now - seen;
+  };
+  auto is_local = [&](const RankStatus& x) {
+    return x.registered && x.host == my_host_ && x.pid > 0;
+  };
+  const absl::Duration together =
+      absl::Seconds(limits_.heartbeat_timeout_s) / 2;
+  const RankStatus* blamed = &first;
+  const RankStatus* stopped = nullptr;
+  for (const RankStatus& x : ranks) {
+    if (x.final || silent_for(x) <= together) continue;
+    if (!stopped && is_local(x) && ProcessAlive(x.pid) &&
+        ProcessStopped(x.pid)) {
+      stopped = &x;
+    }
+    if (x.host == first.host && x.rank < blamed->rank) blamed = &x;
+  }
+  if (stopped) blamed = stopped;
+  const RankStatus& r = *blamed;
+  const double silent = absl::ToDoubleSeconds(silent_for(r));
+  if (is_local(r) && ProcessAlive(r.pid)) {
+    return Failed(MakeFailure(
+        v1::RANK_HUNG, r.rank, r.host,
+        absl::StrFormat("no heartbeat for %.0f s from live process %d%s "
+                        "(last case finished: %d)",
+                        silent, r.pid,
+                        ProcessStopped(r.pid) ? " (stopped)" : "",
+                        r.progress_seq)));
+  }
+  return Failed(
+      MakeFailure(v1::WORKER_UNREACHABLE, r.rank, r.host,
+                  absl::StrFormat("no heartbeat for %.0f s", silent)));
 }
 
 // No rank moved for op_timeout: the one furthest behind holds the others

@@ -157,6 +157,8 @@ class JobSupervisor {
                                    bool* wait);
   std::optional<Outcome> WatchRanks(const std::vector<RankStatus>& ranks,
                                     absl::Time now);
+  std::optional<Outcome> SilentRank(const std::vector<RankStatus>& ranks,
+                                    const RankStatus& first, absl::Time now);
   std::optional<Outcome> StalledRank(const std::vector<RankStatus>& ranks,
                                      absl::Time now,
                                      absl::Time newest_progress);
