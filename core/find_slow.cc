@@ -175,19 +175,26 @@ void SlowMemberSearch::EndSplits() {
 void SlowMemberSearch::EndConfirmations() {
   // Slow in the same sense as the split test.
   std::vector<std::string> named;
+  int confirmed_count = 0;
   for (size_t i = 0; i < queue_.size(); ++i) {
     const bool confirmed = results_[i] < limits_[i];
     figures_.add_confirmed(confirmed);
+    confirmed_count += confirmed ? 1 : 0;
     named.push_back(
         absl::StrFormat("%d (%.2fx the median pair%s)", figures_.slow(i),
                         figures_.slow_ratios(i),
                         confirmed ? ", confirmed" : ", NOT confirmed"));
   }
-  figures_.set_verdict(absl::StrFormat(
-      "slow %s: %s, after %d pair tests and %d confirmation(s)%s",
-      figures_.slow_size() == 1 ? "member" : "members",
-      absl::StrJoin(named, "; "), figures_.pair_runs(), queue_.size(),
-      verdict_tail_));
+  // A verdict whose every suspect its re-test refuted says so first: the
+  // split test's figure was noise, nobody is slow.
+  const std::string head =
+      confirmed_count == 0
+          ? "no slow member confirmed; looked slow in its split test"
+          : (figures_.slow_size() == 1 ? "slow member" : "slow members");
+  figures_.set_verdict(
+      absl::StrFormat("%s: %s, after %d pair tests and %d confirmation(s)%s",
+                      head, absl::StrJoin(named, "; "), figures_.pair_runs(),
+                      queue_.size(), verdict_tail_));
   phase_ = 3;
 }
 

@@ -209,6 +209,21 @@ TEST(SlowMemberSearch, RepeatedSplitTestsDoNotNameAHealthyMemberOnOneBadRun) {
   EXPECT_NE(f3.verdict().find("median of up to 3 runs"), std::string::npos);
 }
 
+// A member named by one unlucky split run whose re-test is healthy: named
+// but not confirmed, and the verdict leads with "no slow member confirmed"
+// (the result does not fail).
+TEST(SlowMemberSearch, RefutedSuspectIsNotCalledSlow) {
+  auto f = Replay(6, 1, {10, 5, 10, /*split*/ 4, 10, /*confirm*/ 9.9});
+  SCOPED_TRACE(f.verdict());
+  ASSERT_EQ(f.slow_size(), 1);
+  EXPECT_EQ(f.slow(0), 2);
+  ASSERT_EQ(f.confirmed_size(), 1);
+  EXPECT_FALSE(f.confirmed(0));
+  EXPECT_EQ(f.verdict().rfind("no slow member confirmed;", 0), 0u);
+  EXPECT_NE(f.verdict().find("2 (0.40x the median pair, NOT confirmed)"),
+            std::string::npos);
+}
+
 // A slow member stays named when one of its runs is lucky, and its
 // confirmation is a median too.
 TEST(SlowMemberSearch, RepeatedTestsStillNameASlowMemberWithOneLuckyRun) {

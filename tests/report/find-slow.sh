@@ -3,7 +3,9 @@
 # slowed 4x by the fault hook (RINGMASTER_FAULT slow:rank=R:factor=4), in
 # turn at every position. Each run must name exactly that rank, confirmed,
 # using at most 7 pair tests plus the confirmation, and fail the job
-# (below_floor); a run without a slow rank must name nobody and succeed.
+# (below_floor); a run without a slow rank must confirm nobody and succeed
+# (a suspect that its re-test refutes, a noisy split test on 2 shared
+# cores, is reported NOT confirmed and fails nothing).
 #   tests/report/find-slow.sh BIN_DIR
 set -euo pipefail
 bin=$(cd "${1:?the folder with the ringmaster binary}" && pwd)
@@ -43,10 +45,10 @@ done
 code=0
 "$bin/ringmaster" run "$root/tests/plans/find-slow.yaml" --np 8 --quiet \
   --out "$work/none" > /dev/null 2>&1 || code=$?
-read -r slow _ runs _ result < <(figures "$work/none")
-echo "no slow rank: named $slow after $runs pair tests; job exit $code"
-if [ "$slow" != "-" ] || [ "$code" -ne 0 ]; then
-  fail "named '$slow' with no slow rank (exit $code)"
+read -r slow confirmed runs _ result < <(figures "$work/none")
+echo "no slow rank: named $slow (confirmed $confirmed) after $runs pair tests; result $result, job exit $code"
+if [[ $confirmed == *1* ]] || [ "$result" != "OK" ] || [ "$code" -ne 0 ]; then
+  fail "confirmed '$slow' ($confirmed) with no slow rank: result $result, exit $code"
 fi
 echo "figure find_slow_named $named of 8 (at most 7 pair tests plus 1 confirmation each)"
 [ "$status" -eq 0 ] && echo "PASS: the bad-node finder names the slow rank"
