@@ -169,19 +169,21 @@ __device__ __forceinline__ float RoundBf16(float v) {
 // block reads it before its first arrival; block 0 moves it on after the
 // last barrier). Barrier n of a launch is passed once w[0] has reached
 // w[1] + n * gridDim.x. A block that waits more than 5 s (a block that
-// never became resident) traps instead of hanging the GPU.
+// never became resident) traps instead of hanging the GPU. Thread 0
+// arrives with a release reduction, which after the block's __syncthreads
+// publishes every thread's earlier writes, and its acquire loads order the
+// block's later reads (after the closing __syncthreads); no full fences.
 __device__ void GridSync(unsigned* w, unsigned target) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(&w[0], 1u);
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(&w[0])
+                 : "memory");
     const uint64_t start = GlobalNs();
     unsigned spins = 0;
     while (static_cast<int>(LoadAcquire(&w[0]) - target) < 0) {
       if ((++spins & 1023u) == 0 && GlobalNs() - start > 5000000000ull)
         __trap();
     }
-    __threadfence();
   }
   __syncthreads();
 }
