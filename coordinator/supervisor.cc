@@ -277,6 +277,18 @@ class K8sHandle : public LaunchHandle {
   std::string state_;
 };
 
+// When a rank was last heard from (heartbeat or progress); InfinitePast
+// when never.
+absl::Time LastHeard(const RankStatus& r) {
+  return std::max(r.last_seen, r.last_progress);
+}
+
+// Whether r is a registered process on `host`, which the coordinator
+// (running there) can look at.
+bool LocalProcess(const RankStatus& r, const std::string& host) {
+  return r.registered && r.host == host && r.pid > 0;
+}
+
 }  // namespace
 
 double DefaultDeadlineSeconds(const std::vector<v1::Case>& cases) {
@@ -583,8 +595,7 @@ std::optional<Outcome> JobSupervisor::WatchRanks(
   const bool rank0_final = !ranks.empty() && ranks[0].final;
   for (const RankStatus& r : ranks) {
     if (r.final) continue;
-    const bool local = r.registered && r.host == my_host_ && r.pid > 0;
-    if (local && !ProcessAlive(r.pid)) {
+    if (LocalProcess(r, my_host_) && !ProcessAlive(r.pid)) {
       // After rank 0's final report ranks may exit in any order; the
       // launcher's exit status still catches a rank that dies at the end.
       if (rank0_final) continue;
@@ -595,7 +606,7 @@ std::optional<Outcome> JobSupervisor::WatchRanks(
       // Seen by its node leader (a rank on another host).
       return Failed(MakeFailure(v1::WORKER_EXIT, r.rank, r.host, *r.gone));
     }
-    const absl::Time seen = std::max(r.last_seen, r.last_progress);
+    const absl::Time seen = LastHeard(r);
     if (seen != absl::InfinitePast() &&
         now - seen > absl::Seconds(limits_.heartbeat_timeout_s)) {
       if (adopted_ && !r.registered) {
@@ -621,11 +632,11 @@ std::optional<Outcome> JobSupervisor::SilentRank(
     const std::vector<RankStatus>& ranks, const RankStatus& first,
     absl::Time now) {
   auto silent_for = [&](const RankStatus& x) {
-    const absl::Time seen = std::max(x.last_seen, x.last_progress);
+    const absl::Time seen = LastHeard(x);
     return seen == absl::InfinitePast() ? absl::ZeroDuration() : now - seen;
   };
   auto is_local = [&](const RankStatus& x) {
-    return x.registered && x.host == my_host_ && x.pid > 0;
+    return LocalProcess(x, my_host_);
   };
   const absl::Duration together =
       absl::Seconds(limits_.heartbeat_timeout_s) / 2;
