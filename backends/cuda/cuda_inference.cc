@@ -161,9 +161,11 @@ absl::Status CudaInferenceEngine::Prepare(const v1::Case& c) {
     gpu_name_ = prop.name;
     ready_ = true;
   }
+  // This case's layout before the decode path is chosen (it weighs a
+  // layer's bytes).
+  off_ = CudaLayerLayout(shape_);
   RM_RETURN_IF_ERROR(ChooseDecodePath());
   Free();
-  off_ = CudaLayerLayout(shape_);
   const int L = shape_.layers;
   RM_RETURN_IF_ERROR(Alloc(&w_, off_.size * L + h_, 2, true));
   kcache_.assign(L, nullptr);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs on the 1xH200 machine with .bundle/ carried: the decode kernels'
-# and the fused decode step's GPU tests (the step's phase timeline), the
+# Runs on the 1xH200 machine with .bundle/ carried: the decode kernels',
+# the inference engine's (its decode path) and the fused decode step's GPU
+# tests (the step's phase timeline), the
 # HBM read rate of plain loads and of the step's streaming
 # (read_pattern, when the bundle has it), Ringmaster's GPU inference plan
 # (bench/inference/plan.yaml: the HBM copy bandwidth, a small checked
@@ -20,6 +21,12 @@ if [ -x .bundle/bin/ringmaster_decode_kernels_test ]; then
   .bundle/bin/ringmaster_decode_kernels_test > "$w"/decode-test.txt 2>&1
   echo "decode kernels test: exit $?" | tee -a "$w"/console.txt
   grep -E "FAILED|PASSED" "$w"/decode-test.txt | head -12 >> "$w"/console.txt
+fi
+if [ -x .bundle/bin/ringmaster_cuda_inference_test ]; then
+  .bundle/bin/ringmaster_cuda_inference_test > "$w"/engine-test.txt 2>&1
+  echo "inference engine test: exit $?" | tee -a "$w"/console.txt
+  grep -E "FAILED|PASSED|Failure|Describe|persistent" "$w"/engine-test.txt \
+    | head -12 >> "$w"/console.txt
 fi
 if [ -x .bundle/bin/ringmaster_decode_step_test ]; then
   .bundle/bin/ringmaster_decode_step_test > "$w"/decode-step-test.txt 2>&1

@@ -48,6 +48,8 @@ def main():
         s[key + "_ttft_ms"] = f["ttft_s"] * 1e3
         s[key + "_tokens_per_s"] = f["tokens_per_s_per_rank"]
         s[key + "_decode_read_gbps"] = f["decode_read_gbps"]
+        # The engine's decode path, as its description ends.
+        s[key + "_decode_path"] = r.get("path", "").split("CUDA graph, ")[-1].rstrip(")")
         if "hbm_copy_rw_gbps" in s:
             s[key + "_hbm_share"] = f["decode_read_gbps"] / s["hbm_copy_rw_gbps"]
         s[key + "_prefill_mfu"] = f["prefill_tflops_per_rank"] * 1e12 / PEAK
@@ -101,7 +103,8 @@ def main():
             s[key] = max(s.get(key, 0), gbps)
     json.dump(s, open(a.out, "w"), indent=1, sort_keys=True)
     for k in sorted(s):
-        print("%-58s %.6g" % (k, s[k]))
+        v = s[k]
+        print("%-58s %s" % (k, v if isinstance(v, str) else "%.6g" % v))
 
 
 if __name__ == "__main__":
