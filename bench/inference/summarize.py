@@ -24,6 +24,9 @@ def main():
                    help="read_pattern's output: the HBM read rate of plain "
                         "loads and of the decode step's ring")
     p.add_argument("--out", required=True)
+    p.add_argument("--expect-b1-path", metavar="TEXT",
+                   help="exit 1 (after writing the summary) unless the "
+                        "llama3-8b batch-1 decode path contains TEXT")
     a = p.parse_args()
     rows = [json.loads(line) for line in open(a.ringmaster)]
     torch = json.load(open(a.torch))["batches"]
@@ -105,6 +108,11 @@ def main():
     for k in sorted(s):
         v = s[k]
         print("%-58s %s" % (k, v if isinstance(v, str) else "%.6g" % v))
+    if a.expect_b1_path is not None:
+        got = s.get("inference_llama3_8b_b1_decode_path", "(no batch-1 result)")
+        if a.expect_b1_path not in got:
+            raise SystemExit("batch 1 decoded by %r, expected %r"
+                             % (got, a.expect_b1_path))
 
 
 if __name__ == "__main__":
