@@ -635,16 +635,13 @@ std::optional<Outcome> JobSupervisor::SilentRank(
     const absl::Time seen = LastHeard(x);
     return seen == absl::InfinitePast() ? absl::ZeroDuration() : now - seen;
   };
-  auto is_local = [&](const RankStatus& x) {
-    return LocalProcess(x, my_host_);
-  };
   const absl::Duration together =
       absl::Seconds(limits_.heartbeat_timeout_s) / 2;
   const RankStatus* blamed = &first;
   const RankStatus* stopped = nullptr;
   for (const RankStatus& x : ranks) {
     if (x.final || silent_for(x) <= together) continue;
-    if (!stopped && is_local(x) && ProcessAlive(x.pid) &&
+    if (!stopped && LocalProcess(x, my_host_) && ProcessAlive(x.pid) &&
         ProcessStopped(x.pid)) {
       stopped = &x;
     }
@@ -653,7 +650,7 @@ std::optional<Outcome> JobSupervisor::SilentRank(
   if (stopped) blamed = stopped;
   const RankStatus& r = *blamed;
   const double silent = absl::ToDoubleSeconds(silent_for(r));
-  if (is_local(r) && ProcessAlive(r.pid)) {
+  if (LocalProcess(r, my_host_) && ProcessAlive(r.pid)) {
     return Failed(MakeFailure(
         v1::RANK_HUNG, r.rank, r.host,
         absl::StrFormat("no heartbeat for %.0f s from live process %d%s "

@@ -6,7 +6,6 @@
 // through bench/inference/device.sh).
 #include "backends/cuda/cuda_inference.h"
 
-#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -14,15 +13,11 @@
 #include <memory>
 #include <string>
 
+#include "kernels/kernel_test_values.h"
 #include "ringmaster/v1/plan.pb.h"
 
 namespace ringmaster {
 namespace {
-
-bool HaveGpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
 
 struct Shape {
   int64_t hidden, heads, kv_heads, head_dim, ffn;
@@ -54,7 +49,7 @@ bool Fused(const InferenceEngine& e) {
 }
 
 TEST(CudaInferenceEngine, DecodePathFollowsTheCasePrepared) {
-  if (!HaveGpu()) GTEST_SKIP() << "no GPU";
+  if (!tk::HaveGpu()) GTEST_SKIP() << "no GPU";
   for (const char* v : {"RINGMASTER_DECODE_FUSED", "RINGMASTER_DECODE_GEMV",
                         "RINGMASTER_DECODE_PDL"}) {
     unsetenv(v);
