@@ -101,6 +101,11 @@ def main():
                 key = "hbm_read_ring_interleaved_gbps"
             elif line.startswith("ring, a window per step"):
                 key = "hbm_read_ring_window_gbps"
+            elif line.startswith("steady") and "plain loads" in line:
+                key = "hbm_read_steady_plain_loads_gbps"
+            elif line.startswith("steady") and "bulk window" in line:
+                key = "hbm_read_steady_bulk_window_%s_gbps" % \
+                    line.split("bulk window,")[1].split()[0]
             else:
                 continue
             s[key] = max(s.get(key, 0), gbps)
