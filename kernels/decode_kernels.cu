@@ -5,7 +5,6 @@
 #include <cstdint>
 
 #include "kernels/decode_kernels.h"
-#include "kernels/dependent_launch.cuh"
 #include "kernels/transformer_uniform.cuh"
 #include "kernels/warp_reduce.cuh"
 
@@ -18,12 +17,9 @@ __device__ double Uniform(uint64_t key, uint64_t index) {
   return TransformerUniformOnDevice(key, index);
 }
 
-// The next kernel (the fused decode step, launched as a dependent) may
-// start at once: it waits for these inputs before it reads them.
 __global__ void SequenceInputsKernel(bf16* x, int64_t rows, int64_t h,
                                      int64_t capacity, int64_t first,
                                      const int* pos, int64_t n) {
-  Trigger();
   const int64_t start = pos != nullptr ? *pos : first;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -34,6 +30,17 @@ __global__ void SequenceInputsKernel(bf16* x, int64_t rows, int64_t h,
   }
 }
 
+// Programmatic dependent launch (sm_90): Trigger lets the next kernel in
+// the stream start once every block of this one has; Wait blocks until the
+// kernel before has finished and its writes are visible. Both are no-ops
+// in a kernel not launched that way.
+__device__ __forceinline__ void Trigger() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+__device__ __forceinline__ void Wait() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
 __device__ __forceinline__ void Unpack8(const uint4& v, float out[8]) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
 #pragma unroll
@@ -42,6 +49,23 @@ __device__ __forceinline__ void Unpack8(const uint4& v, float out[8]) {
     out[2 * i] = f.x;
     out[2 * i + 1] = f.y;
   }
+}
+
+// Launches kernel on grid x threads, as a programmatic dependent of the
+// stream's previous kernel when pdl.
+template <typename... Params, typename... Args>
+cudaError_t Launch(void (*kernel)(Params...), dim3 grid, int threads, bool pdl,
+                   cudaStream_t s, Args... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.stream = s;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
 }
 
 // --- DecodeGemv -------------------------------------------------------------
@@ -433,7 +457,7 @@ template <int R>
 cudaError_t LaunchGemv(const GemvParams& p, bool pdl, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>((p.m + kGemvCols - 1) / kGemvCols),
                   static_cast<unsigned>(p.splits));
-  return Launch(DecodeGemvKernel<R>, grid, kGemvThreads, 0, pdl, s, p);
+  return Launch(DecodeGemvKernel<R>, grid, kGemvThreads, pdl, s, p);
 }
 
 }  // namespace
@@ -539,7 +563,7 @@ cudaError_t DecodeAttention(const void* qkv, int64_t ld, void* kcache,
   p.scale = scale;
   const dim3 grid(static_cast<unsigned>(kv_heads), static_cast<unsigned>(batch),
                   static_cast<unsigned>(p.splits));
-  return Launch(DecodeAttentionKernel, grid, kAttnThreads, 0, pdl, s, p);
+  return Launch(DecodeAttentionKernel, grid, kAttnThreads, pdl, s, p);
 }
 
 cudaError_t Advance(int* pos, cudaStream_t s) {

@@ -5,7 +5,6 @@
 #include <cstdint>
 
 #include "kernels/decode_step.h"
-#include "kernels/dependent_launch.cuh"
 #include "kernels/warp_reduce.cuh"
 
 namespace ringmaster::tk {
@@ -704,10 +703,6 @@ __global__ void __launch_bounds__(kThreads, 1) DecodeStepKernel(Params p) {
   };
   const int pos = *p.pos;
   const int group = threadIdx.x >> 7;
-  // Launched as a programmatic dependent (DecodeStep's pdl), everything
-  // above overlapped the kernel before, which writes the step's input:
-  // wait for it before the first layer reads x. A no-op otherwise.
-  Wait();
   for (int l = 0; l < p.m.layers; ++l) {
     RunProduct(p, l, 0, pos, ring, bars, &slot, &parity, &stream, policy,
                scratch, stat, at(l, 0, 0));
@@ -822,7 +817,7 @@ bool DecodeStepSupports(const DecodeStepModel& m) {
 }
 
 cudaError_t DecodeStep(const DecodeStepModel& m, const DecodeStepState& st,
-                       const void* x, void* y, int* pos, bool advance, bool pdl,
+                       const void* x, void* y, int* pos, bool advance,
                        cudaStream_t s) {
   const int sms = Sms();
   if (sms < 1 || m.layers < 1 || m.kv_heads < 1) return cudaErrorInvalidValue;
@@ -842,8 +837,8 @@ cudaError_t DecodeStep(const DecodeStepModel& m, const DecodeStepState& st,
   p.trace = st.trace;
   p.barrier = st.words;
   p.advance = advance;
-  return Launch(DecodeStepKernel, dim3(static_cast<unsigned>(sms)), kThreads,
-                kSmemBytes, pdl, s, p);
+  DecodeStepKernel<<<sms, kThreads, kSmemBytes, s>>>(p);
+  return cudaGetLastError();
 }
 
 }  // namespace ringmaster::tk

@@ -74,13 +74,9 @@ bool DecodeStepSupports(const DecodeStepModel& m);
 // y[hidden] (bf16) = the final norm of the stack applied to x[hidden]
 // (bf16) at position *pos: appends each layer's key and value at *pos to
 // its cache, and with `advance` adds one to *pos (in the same launch, so a
-// captured step is one graph node). With `pdl` it is launched as a
-// programmatic dependent of the stream's previous kernel: its start (the
-// weights' first reads) overlaps that kernel, and it waits for that
-// kernel's writes before it reads x; *pos and the step's state must then
-// have been written before that kernel.
+// captured step is one graph node).
 cudaError_t DecodeStep(const DecodeStepModel& m, const DecodeStepState& st,
-                       const void* x, void* y, int* pos, bool advance, bool pdl,
+                       const void* x, void* y, int* pos, bool advance,
                        cudaStream_t s);
 
 }  // namespace ringmaster::tk

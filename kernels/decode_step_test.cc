@@ -1,9 +1,7 @@
 // The fused decode step against a float64 decode step computed here from
 // the same bfloat16 weights, cache and input: two steps in a row on the
 // same state (the accumulators and counters must be left as the next step
-// needs them; the second launched as a programmatic dependent of the
-// kernel that writes its input), the new key and value appended to every
-// layer's cache, a
+// needs them), the new key and value appended to every layer's cache, a
 // small shape (blocks with a handful of rows, several tiles) and a 4-layer
 // slice of the Llama 3 8B shape, whose phase timeline it prints. Skips
 // without a GPU (CI compiles it; the GPU machine runs it through
@@ -21,7 +19,6 @@
 #include <string>
 #include <vector>
 
-#include "kernels/decode_kernels.h"
 #include "kernels/kernel_test_values.h"
 
 namespace ringmaster::tk {
@@ -239,25 +236,16 @@ TEST_P(DecodeStepTest, MatchesFloat64TwoStepsInARow) {
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
 
-  // Each step advances the position it finds in device memory. The second
-  // step is launched as the engine launches it: a programmatic dependent of
-  // the kernel that writes its input (over other values, which it would
-  // read if it did not wait).
+  // Each step advances the position it finds in device memory.
   const uint16_t* xd_last = nullptr;
   for (int step = 0; step < 2; ++step) {
     const int at = s.pos + step;
-    std::vector<uint16_t> x = Bf16Values(s.hidden, 900000 + 7 * step, 1.0f);
+    const std::vector<uint16_t> x =
+        Bf16Values(s.hidden, 900000 + 7 * step, 1.0f);
     uint16_t* xd = Upload(x, &owned);
     xd_last = xd;
-    const bool dependent = step == 1;
-    if (dependent) {
-      ASSERT_EQ(SequenceInputs(xd, 1, 1, s.hidden, s.capacity, 0, pos, stream),
-                cudaSuccess);
-    }
-    ASSERT_EQ(DecodeStep(m, st, xd, y, pos, true, dependent, stream),
-              cudaSuccess);
+    ASSERT_EQ(DecodeStep(m, st, xd, y, pos, true, stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    if (dependent) x = Download(xd, s.hidden);
     const std::vector<double> want =
         ReferenceStep(s, o, w, &kc, &vc, cs, sn, x, at);
     const std::vector<uint16_t> got = Download(y, s.hidden);
@@ -289,8 +277,7 @@ TEST_P(DecodeStepTest, MatchesFloat64TwoStepsInARow) {
   const char* names[] = {"QKV", "attn", "O", "gate|up", "down"};
   std::vector<std::vector<int64_t>> runs;
   for (int r = 0; r < 5; ++r) {
-    ASSERT_EQ(DecodeStep(m, st, xd_last, y, pos, false, false, stream),
-              cudaSuccess);
+    ASSERT_EQ(DecodeStep(m, st, xd_last, y, pos, false, stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     runs.push_back(Download(st.trace, stamps));
   }

@@ -307,8 +307,8 @@ absl::Status CudaInferenceEngine::PrefillChunk(int64_t b0, int64_t nb,
 // registers grow with the rows). RINGMASTER_DECODE_FUSED=0 leaves the
 // fused step out (1 requires it); RINGMASTER_DECODE_GEMV=1 takes the
 // matrix-vector kernels up to their row limit, 0 never (both without the
-// fused step); RINGMASTER_DECODE_PDL=0 launches the decode kernels (the
-// fused step too) without programmatic dependence (to compare them).
+// fused step); RINGMASTER_DECODE_PDL=0 launches the decode kernels without
+// programmatic dependence (to compare them).
 constexpr int64_t kGemvBatches = 1;
 constexpr int64_t kFusedMinLayerBytes = int64_t{32} << 20;
 
@@ -358,9 +358,7 @@ absl::Status CudaInferenceEngine::ChooseDecodePath() {
   pdl_ = pdl == nullptr || std::string(pdl) == "1";
   describe_ = absl::StrFormat(
       "GPU %d %s (bf16, decode steps as a CUDA graph, %s)", device_, gpu_name_,
-      fused_  ? (pdl_ ? "each decode step one persistent kernel, a dependent "
-                        "launch"
-                      : "each decode step one persistent kernel")
+      fused_  ? "each decode step one persistent kernel"
       : gemv_ ? (pdl_ ? "decode products by matrix-vector kernels, "
                         "dependent launches"
                       : "decode products by matrix-vector kernels")
@@ -426,7 +424,7 @@ absl::Status CudaInferenceEngine::DecodeAttention(int l, bool pdl) {
 absl::Status CudaInferenceEngine::DecodeStep() {
   RM_CU(tk::SequenceInputs(x_, batch_, 1, h_, cap_, 0, pos_, s_));
   if (fused_) {
-    RM_CU(tk::DecodeStep(step_, step_state_, x_, y_, pos_, true, pdl_, s_));
+    RM_CU(tk::DecodeStep(step_, step_state_, x_, y_, pos_, true, s_));
     return absl::OkStatus();
   }
   void *in = x_, *other = x2_;
