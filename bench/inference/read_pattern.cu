@@ -6,7 +6,11 @@
 // numbered tile-major, all rows of a column segment before the next), those
 // ranges dealt out to the blocks in turn (interleaved), or a window of whole
 // rows per step with a fixed 512-byte slice per warp (the decode step's
-// way); then plain loads from every resident thread.
+// way); then plain loads from every resident thread. Last, steady rates
+// (each launch reads the matrix 4 times, so its ramp and tail weigh less):
+// plain loads from 2,048 down to 512 threads per SM, the window through
+// the cp.async ring, and the window through bulk copies (the step's way)
+// of 512 B to 4 KiB per warp and slot.
 //   nvcc -std=c++17 -arch=sm_90 -O3 -o read_pattern read_pattern.cu
 //   ./read_pattern [rows cols]   (bf16 elements; default 4096 x 28672)
 #include <cuda_runtime.h>
@@ -71,8 +75,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 // reading every R-th row of it, R = (warps in the grid) / tiles, so that at
 // each step the grid reads R whole consecutive rows: a window of the matrix
 // at a time, with a fixed slice (one accumulator) per warp.
+// `passes` times over the matrix in one launch.
 __global__ void __launch_bounds__(kThreads, 1)
-    StreamWindow(const char* w, int64_t rows, int64_t row_bytes, float* sink) {
+    StreamWindow(const char* w, int64_t rows, int64_t row_bytes, int passes,
+                 float* sink) {
   extern __shared__ uint4 ring[];
   const int64_t tiles = row_bytes / 512;
   const int64_t gw = blockIdx.x * int64_t{kThreads / 32} + threadIdx.x / 32;
@@ -80,22 +86,29 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (r_step == 0 || gw >= r_step * tiles) return;
   const int64_t tile = gw % tiles, first = gw / tiles;
   const char* base = w + tile * 512 + (threadIdx.x % 32) * 16;
-  int64_t issue = first;
+  // The rows of the warp's reads in turn, `passes` times over the matrix.
+  const int64_t per = (rows - first + r_step - 1) / r_step,
+                total = per * passes;
+  int64_t next = first;
+  auto advance = [&] {
+    next += r_step;
+    if (next >= rows) next = first;
+  };
   for (int i = 0; i < kStages; ++i) {
-    if (issue < rows)
-      CpAsync16(&ring[i * kThreads + threadIdx.x], base + issue * row_bytes);
-    issue += r_step;
+    if (i < total)
+      CpAsync16(&ring[i * kThreads + threadIdx.x], base + next * row_bytes);
+    advance();
     asm volatile("cp.async.commit_group;" ::: "memory");
   }
   float acc = 0;
   int slot = 0;
-  for (int64_t r = first; r < rows; r += r_step) {
+  for (int64_t n = 0; n < total; ++n) {
     asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 1) : "memory");
     const uint4 v = ring[slot * kThreads + threadIdx.x];
     acc += __uint_as_float(v.x ^ v.y ^ v.z ^ v.w);
-    if (issue < rows)
-      CpAsync16(&ring[slot * kThreads + threadIdx.x], base + issue * row_bytes);
-    issue += r_step;
+    if (n + kStages < total)
+      CpAsync16(&ring[slot * kThreads + threadIdx.x], base + next * row_bytes);
+    advance();
     asm volatile("cp.async.commit_group;" ::: "memory");
     slot = slot + 1 == kStages ? 0 : slot + 1;
   }
@@ -127,17 +140,16 @@ __global__ void Plain(const uint4* w, int64_t n, float* sink) {
 // The decode step's ring as it fills it: one bulk copy (tensor memory
 // accelerator) of kSeg bytes per warp and slot, completing on the slot's
 // mbarrier, each warp keeping one kSeg-byte column slice and reading every
-// R-th row (the window above), the same ring bytes per warp whatever kSeg
-// (kStages * 512); the matrix read `passes` times in one launch, so the
-// rate is the steady one, without a launch's ramp and tail.
-template <int kSeg>
+// R-th row (the window above), in a ring of kSt slots; the matrix read
+// `passes` times in one launch, so the rate is the steady one, without a
+// launch's ramp and tail.
+template <int kSeg, int kSt>
 __global__ void __launch_bounds__(kThreads, 1)
     BulkWindow(const char* w, int64_t rows, int64_t row_bytes, int passes,
                float* sink) {
-  constexpr int kSt = kStages * 512 / kSeg;
   constexpr int kWarps = kThreads / 32;
   extern __shared__ uint4 ring[];
-  __shared__ uint64_t bars[kStages * kWarps];
+  __shared__ uint64_t bars[kSt * kWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t tiles = row_bytes / kSeg;
   const int64_t gw = blockIdx.x * int64_t{kWarps} + warp;
@@ -147,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t per = (rows - first + r_step - 1) / r_step,
                 total = per * passes;
   char* mine = reinterpret_cast<char*>(ring) + int64_t{warp} * kSt * kSeg;
-  uint64_t* bar = bars + warp * kStages;
+  uint64_t* bar = bars + warp * kSt;
   auto saddr = [](const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
   };
@@ -160,9 +172,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncwarp();
   const char* base = w + tile * kSeg;
+  int64_t next = first;  // the row of the next copy, passes in turn
   auto issue = [&](int64_t n, int slot) {
+    const int64_t r = next;
+    next += r_step;
+    if (next >= rows) next = first;
     if (lane != 0 || n >= total) return;
-    const char* src = base + (first + (n % per) * r_step) * row_bytes;
+    const char* src = base + r * row_bytes;
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
                      saddr(&bar[slot])),
                  "r"(kSeg)
@@ -197,19 +213,20 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (acc == 0x12345u) sink[0] = 1;
 }
 
-// Plain loads as Plain<4>, the matrix read `passes` times in one launch.
+// Plain loads as Plain<U>, the matrix read `passes` times in one launch.
+template <int U>
 __global__ void PlainPasses(const uint4* w, int64_t n, int passes,
                             float* sink) {
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   uint32_t acc = 0;
   for (int p = 0; p < passes; ++p) {
     int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-    for (; i + 3 * stride < n; i += 4 * stride) {
-      uint4 v[4];
+    for (; i + (U - 1) * stride < n; i += U * stride) {
+      uint4 v[U];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = __ldcs(w + i + u * stride);
+      for (int u = 0; u < U; ++u) v[u] = __ldcs(w + i + u * stride);
 #pragma unroll
-      for (int u = 0; u < 4; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+      for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
     }
     for (; i < n; i += stride) {
       const uint4 v = __ldcs(w + i);
@@ -275,8 +292,9 @@ int main(int argc, char** argv) {
   cudaFuncSetAttribute(StreamWindow,
                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                        static_cast<int>(smem));
-  const double window_us = timed(
-      [&] { StreamWindow<<<sms, kThreads, smem>>>(w, rows, row_bytes, sink); });
+  const double window_us = timed([&] {
+    StreamWindow<<<sms, kThreads, smem>>>(w, rows, row_bytes, 1, sink);
+  });
   std::printf(
       "ring, a window per step   , segment    512 B: %8.2f us per "
       "pass, %7.1f GB/s read\n",
@@ -296,26 +314,52 @@ int main(int argc, char** argv) {
   plain(Plain<16>, 1, 512, "(16 in flight, 512 thr/SM)");
   // Steady rates: each launch reads the matrix 4 times.
   constexpr int kPasses = 4;
+  // A launch that failed (too much shared memory, say) is named, not timed.
   auto steady = [&](const char* name, double us) {
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+      std::printf("steady (%d passes per launch), %-38s: failed: %s\n", kPasses,
+                  name, cudaGetErrorString(e));
+      return;
+    }
     std::printf(
-        "steady (%d passes per launch), %-26s: %8.2f us per pass, "
+        "steady (%d passes per launch), %-38s: %8.2f us per pass, "
         "%7.1f GB/s read\n",
         kPasses, name, us / kPasses, kPasses * bytes / us / 1e3);
   };
-  steady("plain loads, 2048 thr/SM", timed([&] {
-           PlainPasses<<<sms * 4, 512>>>(reinterpret_cast<const uint4*>(w),
-                                         bytes / 16, kPasses, sink);
-         }));
-  auto bulk = [&](auto kernel, const char* name) {
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(smem));
+  auto plain_steady = [&](auto kernel, int blocks_per_sm, const char* name) {
     steady(name, timed([&] {
-             kernel<<<sms, kThreads, smem>>>(w, rows, row_bytes, kPasses, sink);
+             kernel<<<sms * blocks_per_sm, 512>>>(
+                 reinterpret_cast<const uint4*>(w), bytes / 16, kPasses, sink);
            }));
   };
-  bulk(BulkWindow<512>, "bulk window, 512 B x 21");
-  bulk(BulkWindow<1024>, "bulk window, 1024 B x 10");
-  bulk(BulkWindow<2048>, "bulk window, 2048 B x 5");
+  plain_steady(PlainPasses<4>, 4, "plain loads, 2048 thr/SM, 4 in flight");
+  plain_steady(PlainPasses<8>, 2, "plain loads, 1024 thr/SM, 8 in flight");
+  plain_steady(PlainPasses<8>, 1, "plain loads, 512 thr/SM, 8 in flight");
+  plain_steady(PlainPasses<16>, 1, "plain loads, 512 thr/SM, 16 in flight");
+  // The ring's bytes per SM: 21 x 512 B x 16 warps (the decode step's),
+  // then as many as shared memory holds.
+  auto bulk = [&](auto kernel, int seg, int stages) {
+    const size_t ring_bytes = size_t{16} * seg * stages;
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(ring_bytes));
+    char name[64];
+    std::snprintf(name, sizeof(name), "bulk window, %d B x %d", seg, stages);
+    steady(name, timed([&] {
+             kernel<<<sms, kThreads, ring_bytes>>>(w, rows, row_bytes, kPasses,
+                                                   sink);
+           }));
+  };
+  steady("cp.async window, 16 B x 21 per thread", timed([&] {
+           StreamWindow<<<sms, kThreads, smem>>>(w, rows, row_bytes, kPasses,
+                                                 sink);
+         }));
+  bulk(BulkWindow<512, 21>, 512, 21);
+  bulk(BulkWindow<1024, 10>, 1024, 10);
+  bulk(BulkWindow<2048, 5>, 2048, 5);
+  bulk(BulkWindow<512, 27>, 512, 27);
+  bulk(BulkWindow<2048, 6>, 2048, 6);
+  bulk(BulkWindow<4096, 3>, 4096, 3);
   const cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess) {
     std::fprintf(stderr, "%s\n", cudaGetErrorString(err));

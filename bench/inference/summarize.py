@@ -101,11 +101,12 @@ def main():
                 key = "hbm_read_ring_interleaved_gbps"
             elif line.startswith("ring, a window per step"):
                 key = "hbm_read_ring_window_gbps"
-            elif line.startswith("steady") and "plain loads" in line:
+            elif line.startswith("steady") and "plain loads, 2048" in line:
                 key = "hbm_read_steady_plain_loads_gbps"
             elif line.startswith("steady") and "bulk window" in line:
-                key = "hbm_read_steady_bulk_window_%s_gbps" % \
-                    line.split("bulk window,")[1].split()[0]
+                seg, _, _, stages = \
+                    line.split("bulk window,")[1].split(":")[0].split()
+                key = "hbm_read_steady_bulk_window_%sx%s_gbps" % (seg, stages)
             else:
                 continue
             s[key] = max(s.get(key, 0), gbps)
