@@ -6,9 +6,10 @@
 # (read_pattern, when the bundle has it), Ringmaster's GPU inference plan
 # (bench/inference/plan.yaml: the HBM copy bandwidth, a small checked
 # shape, the llama3-8b slice's batch sweep), its decode at batches 1, 2
-# and 8 without the fused step, without dependent launches, through
-# cuBLASLt only and through the matrix-vector kernels only
-# (variants.yaml), PyTorch's
+# and 8 as the default path takes it (the variants' like-for-like
+# baseline: the sweep's plan runs batches 2 and 8 a little slower), without
+# the fused step, without dependent launches, through cuBLASLt only and
+# through the matrix-vector kernels only (variants.yaml), PyTorch's
 # static-cache server on the same shape (peer.py: prefill through SDPA,
 # decode under torch.compile mode="reduce-overhead"), then summary.json.
 # Writes $OUT/bench.tgz, console.txt and summary.json.
@@ -47,10 +48,12 @@ cat "$w"/rm/*/results.jsonl > "$w"/ringmaster.jsonl 2>/dev/null
   grep -E "^ (tp|[0-9])|FAILED|SKIPPED|skipped|objective|^#" "$w"/ringmaster.txt | head -40
   tail -3 "$w"/ringmaster.err
 } >> "$w"/console.txt
-for v in FUSED=0 PDL=0 GEMV=0 GEMV=1; do
-  env "RINGMASTER_DECODE_$v" "$R" run bench/inference/variants.yaml --np 1 \
+for v in default FUSED=0 PDL=0 GEMV=0 GEMV=1; do
+  setting=()  # "default": no setting
+  [ "$v" != default ] && setting=("RINGMASTER_DECODE_$v")
+  env "${setting[@]}" "$R" run bench/inference/variants.yaml --np 1 \
     --timeout 200 --out "$w/rm-$v" > "$w/ringmaster-$v.txt" 2>&1
-  echo "ringmaster, RINGMASTER_DECODE_$v: exit $?" | tee -a "$w"/console.txt
+  echo "ringmaster, ${setting[*]:-default}: exit $?" | tee -a "$w"/console.txt
   cat "$w/rm-$v"/*/results.jsonl > "$w/ringmaster-$v.jsonl" 2>/dev/null
   grep -E "^ tp1|FAILED" "$w/ringmaster-$v.txt" >> "$w"/console.txt
 done
@@ -62,7 +65,8 @@ grep -E "batch|Error|error" "$w"/torch.txt | tail -8 >> "$w"/console.txt
 # The summary ends with an error line when the default plan's batch 1 did
 # not run the fused step.
 python3 bench/inference/summarize.py --ringmaster "$w"/ringmaster.jsonl \
-  --torch "$w"/torch.json --variant unfused="$w"/ringmaster-FUSED=0.jsonl \
+  --torch "$w"/torch.json --variant default="$w"/ringmaster-default.jsonl \
+  --variant unfused="$w"/ringmaster-FUSED=0.jsonl \
   --variant no_pdl="$w"/ringmaster-PDL=0.jsonl \
   --variant cublaslt="$w"/ringmaster-GEMV=0.jsonl \
   --variant gemv="$w"/ringmaster-GEMV=1.jsonl \
