@@ -180,7 +180,8 @@ void JobManager::Adopt(const v1::Job& job) {
 }
 
 absl::Status JobManager::RegisterLocked(JobRecord* rec,
-                                        const v1::RegisterRequest& req) {
+                                        const v1::RegisterRequest& req,
+                                        const std::string& node) {
   if (TerminalState(rec->job.state())) {
     return absl::FailedPreconditionError("job " + req.job_id() + " is over");
   }
@@ -199,6 +200,7 @@ absl::Status JobManager::RegisterLocked(JobRecord* rec,
   RankStatus& rank = rec->ranks[req.rank()];
   rank.registered = true;
   rank.host = req.fingerprint().host();
+  rank.node = node.empty() ? rank.host : node;
   rank.pid = req.fingerprint().pid();
   rank.last_seen = absl::Now();
   rank.last_progress = rank.last_seen;
@@ -238,6 +240,9 @@ absl::StatusOr<v1::RegisterNodeResponse> JobManager::RegisterNode(
     const v1::RegisterNodeRequest& req) {
   if (req.ranks().empty())
     return absl::InvalidArgumentError("register node: no ranks");
+  if (req.node().size() > 256)
+    return absl::InvalidArgumentError(
+        "register node: node name over 256 characters");
   MutexLock lock(&mu_);
   JobRecord* rec = Find(req.job_id());
   if (!rec) return absl::NotFoundError("unknown job " + req.job_id());
@@ -246,7 +251,7 @@ absl::StatusOr<v1::RegisterNodeResponse> JobManager::RegisterNode(
       return absl::InvalidArgumentError(
           "register node: a rank of another job in the request");
     }
-    RM_RETURN_IF_ERROR(RegisterLocked(rec, r));
+    RM_RETURN_IF_ERROR(RegisterLocked(rec, r, req.node()));
   }
   v1::RegisterNodeResponse resp;
   *resp.mutable_registered() = Registered(*rec);

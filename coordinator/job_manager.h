@@ -42,6 +42,9 @@ struct RankStatus {
   // From its fingerprint: where it runs (the rest of the fingerprint is the
   // ranks' own business; a snapshot of a large job copies every rank).
   std::string host;
+  // The node whose leader registered it (RegisterNode), else its host: the
+  // ranks whose heartbeats share one relay.
+  std::string node;
   int32_t pid = 0;
   int64_t progress_seq = -1;  // last case finished
   int64_t entered_seq = -1;   // case the rank is in
@@ -191,7 +194,8 @@ class JobManager {
     int published = 0;  // ranks of this attempt that published
   };
   // The worker calls' parts for one rank, under mu_.
-  absl::Status RegisterLocked(JobRecord* rec, const v1::RegisterRequest& req)
+  absl::Status RegisterLocked(JobRecord* rec, const v1::RegisterRequest& req,
+                              const std::string& node = "")
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::RegisterResponse Registered(const JobRecord& rec) const;
   absl::Status PublishLocked(JobRecord* rec, const v1::RendezvousRequest& req)

@@ -626,8 +626,9 @@ std::optional<Outcome> JobSupervisor::WatchRanks(
 // The rank to name when `first` (the first in rank order) is silent past
 // the heartbeat timeout. Ranks that went quiet together (silent for more
 // than half the timeout) share a cause: a stopped local process among
-// them is that cause; otherwise, on one host, the lowest rank, usually
-// the node leader whose relay the others' heartbeats pass through.
+// them is that cause; otherwise, on `first`'s node (several may share a
+// host), the lowest rank, usually the node leader whose relay the others'
+// heartbeats pass through.
 std::optional<Outcome> JobSupervisor::SilentRank(
     const std::vector<RankStatus>& ranks, const RankStatus& first,
     absl::Time now) {
@@ -645,7 +646,7 @@ std::optional<Outcome> JobSupervisor::SilentRank(
         ProcessStopped(x.pid)) {
       stopped = &x;
     }
-    if (x.host == first.host && x.rank < blamed->rank) blamed = &x;
+    if (x.node == first.node && x.rank < blamed->rank) blamed = &x;
   }
   if (stopped) blamed = stopped;
   const RankStatus& r = *blamed;

@@ -169,6 +169,55 @@ TEST_F(SupervisorTest, SilentRankIsUnreachableAfterTheLease) {
   EXPECT_EQ(o->failure.rank(), 1);
 }
 
+// Two nodes on one host (node-0: ranks 0-1, node-1: ranks 2-3), each
+// registered by its leader. Node-1 falls silent (its leader lost); a while
+// later so does rank 0 of node-0, which is still within the heartbeat
+// timeout when node-1's ranks pass it. The ranks that went quiet together
+// are grouped by node, so the rank named is node-1's lowest (2), not the
+// host's (0).
+TEST_F(SupervisorTest, SilentRanksAreGroupedByNodeNotHost) {
+  std::vector<v1::Case> cases(1);
+  auto job = manager_->CreateJob(v1::Plan(), cases, 4, {});
+  ASSERT_TRUE(job.ok());
+  const std::string id = job->job_id();
+  WatchLimits limits;
+  limits.heartbeat_timeout_s = 2.0;
+  limits.op_timeout_s = 100;
+  auto sup = JobSupervisor::Follow(manager_.get(), id, limits, false, 0);
+  for (int n = 0; n < 2; ++n) {
+    v1::RegisterNodeRequest node;
+    node.set_job_id(id);
+    node.set_node("node-" + std::to_string(n));
+    for (int r = 2 * n; r < 2 * n + 2; ++r) {
+      v1::RegisterRequest* req = node.add_ranks();
+      req->set_job_id(id);
+      req->set_rank(r);
+      req->set_world_size(4);
+      req->mutable_fingerprint()->set_host("elsewhere");
+    }
+    ASSERT_TRUE(manager_->RegisterNode(node).ok());
+  }
+  auto beat = [&](int rank) {
+    v1::HeartbeatRequest req;
+    req.set_job_id(id);
+    req.set_rank(rank);
+    req.set_attempt(1);
+    req.set_ops(1);
+    ASSERT_TRUE(manager_->Heartbeat(req).ok());
+  };
+  const absl::Time t0 = absl::Now();
+  std::optional<Outcome> o;
+  while (!o && absl::Now() < t0 + absl::Seconds(8)) {
+    beat(1);
+    if (absl::Now() < t0 + absl::Milliseconds(600)) beat(0);
+    o = sup->Poll();
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->failure.reason(), v1::WORKER_UNREACHABLE);
+  EXPECT_EQ(o->failure.rank(), 2) << o->failure.detail();
+}
+
 TEST_F(SupervisorTest, CancelEndsTheJob) {
   auto sup = Follow(WatchLimits());
   ASSERT_TRUE(manager_->RequestCancel(id_).ok());
