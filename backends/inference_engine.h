@@ -31,6 +31,10 @@ class InferenceEngine {
   // The next token of every sequence: its seconds; `out` [batch x hidden].
   // Collective.
   virtual absl::StatusOr<double> Decode(std::vector<float>* out) = 0;
+  // The last Decode's seconds on the device alone: from the step's first
+  // kernel to its last, without the host's launch gap before them; the
+  // step's whole seconds where the engine runs on the host.
+  virtual double LastDecodeDeviceSeconds() const = 0;
   // Seconds spent in tensor-parallel sums since Prepare.
   virtual double TpSeconds() const = 0;
   // Bytes of weights and cache this rank holds.

@@ -389,6 +389,15 @@ TEST(NewUser, InferencePlanChecksEveryBatchAndWidth) {
     EXPECT_NEAR(s["tokens_per_s_per_replica"].get<double>(),
                 batch / s["tpot_mean_s"].get<double>(),
                 1e-6 * s["tokens_per_s_per_replica"].get<double>());
+    // The host engine has no separate device clock: its device time per
+    // step is the step's own time, and the read rate follows from it.
+    EXPECT_EQ(s["tpot_device_p50_s"].get<double>(),
+              s["tpot_p50_s"].get<double>());
+    EXPECT_EQ(s["tpot_device_mean_s"].get<double>(),
+              s["tpot_mean_s"].get<double>());
+    EXPECT_NEAR(s["decode_device_read_gbps"].get<double>(),
+                s["decode_read_gbps"].get<double>(),
+                1e-9 * s["decode_read_gbps"].get<double>());
     // Only a tensor-parallel width spends time in sums.
     EXPECT_EQ(s.value("tp_share", 0.0) > 0, tp > 1) << tp << " " << batch;
   }

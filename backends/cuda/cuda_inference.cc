@@ -30,12 +30,13 @@ namespace {
 class CudaInferenceEngine : public InferenceEngine {
  public:
   explicit CudaInferenceEngine(int device) : device_(device) {}
-  ~CudaInferenceEngine() override { Free(); }
+  ~CudaInferenceEngine() override;
 
   absl::Status Prepare(const v1::Case& c) override;
   absl::StatusOr<double> Prefill(int64_t prompt,
                                  std::vector<float>* out) override;
   absl::StatusOr<double> Decode(std::vector<float>* out) override;
+  double LastDecodeDeviceSeconds() const override { return device_s_; }
   double TpSeconds() const override { return 0; }  // one GPU: no sums
   int64_t HeldBytes() const override { return held_; }
   v1::DataType DefaultDtype() const override { return v1::BFLOAT16; }
@@ -68,6 +69,9 @@ class CudaInferenceEngine : public InferenceEngine {
   absl::Status PrefillChunk(int64_t b0, int64_t nb, int64_t prompt,
                             std::vector<float>* out);
   absl::Status DecodeStep();  // captured in graph_
+  // DecodeStep between the records of step_start_ and step_end_ (as
+  // external event nodes of the graph being captured).
+  absl::Status CapturedStep();
   absl::Status ChooseDecodePath();
   // The fused step's model (its pointers) and state, after the weights and
   // caches are allocated.
@@ -82,6 +86,10 @@ class CudaInferenceEngine : public InferenceEngine {
   std::string describe_, gpu_name_;
   cudaStream_t s_ = nullptr;
   cudaEvent_t start_ = nullptr, end_ = nullptr;
+  // Recorded by the decode graph itself, at its start and end (the step on
+  // the device alone), and that time for the last step (-1: not timed).
+  cudaEvent_t step_start_ = nullptr, step_end_ = nullptr;
+  double device_s_ = -1;
   LtGemms gemm_;
   bool ready_ = false;
   TransformerShape shape_;
@@ -107,6 +115,14 @@ class CudaInferenceEngine : public InferenceEngine {
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
 };
+
+CudaInferenceEngine::~CudaInferenceEngine() {
+  Free();
+  if (!ready_) return;
+  for (cudaEvent_t e : {start_, end_, step_start_, step_end_})
+    if (e != nullptr) cudaEventDestroy(e);
+  if (s_ != nullptr) cudaStreamDestroy(s_);
+}
 
 void CudaInferenceEngine::Free() {
   if (ready_) cudaSetDevice(device_);
@@ -153,8 +169,8 @@ absl::Status CudaInferenceEngine::Prepare(const v1::Case& c) {
   RM_CU(cudaSetDevice(device_));
   if (!ready_) {
     RM_CU(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
-    RM_CU(cudaEventCreate(&start_));
-    RM_CU(cudaEventCreate(&end_));
+    for (cudaEvent_t* e : {&start_, &end_, &step_start_, &step_end_})
+      RM_CU(cudaEventCreate(e));
     RM_RETURN_IF_ERROR(gemm_.Init());
     cudaDeviceProp prop{};
     RM_CU(cudaGetDeviceProperties(&prop, device_));
@@ -444,12 +460,21 @@ absl::Status CudaInferenceEngine::DecodeStep() {
   return absl::OkStatus();
 }
 
+absl::Status CudaInferenceEngine::CapturedStep() {
+  RM_CU(cudaEventRecordWithFlags(step_start_, s_, cudaEventRecordExternal));
+  RM_RETURN_IF_ERROR(DecodeStep());
+  RM_CU(cudaEventRecordWithFlags(step_end_, s_, cudaEventRecordExternal));
+  return absl::OkStatus();
+}
+
 // The first step runs directly (cuBLASLt picks its algorithms outside any
-// capture) and is then captured; later steps replay the graph.
+// capture) and is then captured, between two event records of its own (the
+// device's time of the step); later steps replay the graph.
 absl::StatusOr<double> CudaInferenceEngine::Decode(std::vector<float>* out) {
   RM_CU(cudaSetDevice(device_));
   RM_CU(cudaEventRecord(start_, s_));
-  if (exec_ != nullptr) {
+  const bool replay = exec_ != nullptr;
+  if (replay) {
     RM_CU(cudaGraphLaunch(exec_, s_));
   } else {
     RM_RETURN_IF_ERROR(DecodeStep());
@@ -458,9 +483,19 @@ absl::StatusOr<double> CudaInferenceEngine::Decode(std::vector<float>* out) {
   RM_CU(cudaEventSynchronize(end_));
   float ms = 0;
   RM_CU(cudaEventElapsedTime(&ms, start_, end_));
-  if (exec_ == nullptr) {
+  device_s_ = -1;
+  if (replay) {
+    // An auxiliary figure: where the graph's events cannot be timed, the
+    // step stays untimed on the device (and the error is cleared).
+    float step_ms = 0;
+    if (cudaEventElapsedTime(&step_ms, step_start_, step_end_) == cudaSuccess) {
+      device_s_ = step_ms / 1e3;
+    } else {
+      cudaGetLastError();
+    }
+  } else {
     RM_CU(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal));
-    absl::Status captured = DecodeStep();
+    absl::Status captured = CapturedStep();
     cudaGraph_t graph = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(s_, &graph);
     RM_RETURN_IF_ERROR(captured);

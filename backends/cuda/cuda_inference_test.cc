@@ -71,6 +71,15 @@ TEST(CudaInferenceEngine, DecodePathFollowsTheCasePrepared) {
     const absl::StatusOr<double> s = e.Decode(nullptr);
     ASSERT_TRUE(s.ok()) << s.status();
     EXPECT_GT(*s, 0);
+    // The first step runs uncaptured (no device time); replays are timed
+    // inside their graph, within the step's time as the host saw it.
+    const double device = e.LastDecodeDeviceSeconds();
+    if (i == 0) {
+      EXPECT_EQ(device, -1);
+    } else {
+      EXPECT_GT(device, 0);
+      EXPECT_LE(device, *s);
+    }
   }
 
   ASSERT_TRUE(e.Prepare(InferenceCase(kLarge, 2)).ok());

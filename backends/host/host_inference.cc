@@ -196,8 +196,10 @@ class HostInferenceEngine : public InferenceEngine {
     std::vector<float> rows;
     const double start = MonotonicSeconds();
     RM_RETURN_IF_ERROR(decoder_.Decode(out ? out : &rows));
-    return MonotonicSeconds() - start;
+    last_decode_s_ = MonotonicSeconds() - start;
+    return last_decode_s_;
   }
+  double LastDecodeDeviceSeconds() const override { return last_decode_s_; }
   double TpSeconds() const override { return decoder_.tp_seconds(); }
   int64_t HeldBytes() const override { return decoder_.HeldBytes(); }
   v1::DataType DefaultDtype() const override { return v1::FLOAT32; }
@@ -207,6 +209,7 @@ class HostInferenceEngine : public InferenceEngine {
   HostComm& comm_;
   HostDecoder decoder_;
   std::string describe_;
+  double last_decode_s_ = 0;
 };
 
 }  // namespace

@@ -3,8 +3,8 @@
 // prefill and every decode step of one request batch against the float64
 // reference's full forward pass over the same tokens, on rank 0), then
 // times `repeats` requests after one warm-up: the prefill (time to first
-// token) and each decode step (time per output token), and reports the
-// tokens/s they give (docs/metrics.md).
+// token) and each decode step (time per output token, and its time on the
+// device alone), and reports the tokens/s they give (docs/metrics.md).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -105,8 +105,9 @@ v1::Result RunServe(const v1::Case& c, InferenceEngine& engine,
   if (!AllRanksOk(engine.Prepare(c), control, &result)) return result;
   if (!OutputsMatchReference(c, engine, control, &result)) return result;
   const v1::ServeSpec& s = c.serve();
-  std::vector<double> ttft, tpot;
-  double decode_tp_s = 0;  // the timed decode steps' tp sums
+  std::vector<double> ttft, tpot, device;  // device: the steps' device time
+  bool device_timed = true;                // every timed step had one
+  double decode_tp_s = 0;                  // the timed decode steps' tp sums
   for (int r = 0; r <= std::max(1, s.repeats()); ++r) {  // r 0: warm-up
     auto p = engine.Prefill(s.prompt(), nullptr);
     if (!AllRanksOk(p.status(), control, &result)) return result;
@@ -115,7 +116,11 @@ v1::Result RunServe(const v1::Case& c, InferenceEngine& engine,
     for (int64_t g = 0; g < s.generate(); ++g) {
       auto d = engine.Decode(nullptr);
       if (!AllRanksOk(d.status(), control, &result)) return result;
-      if (r > 0) tpot.push_back(*d);
+      if (r > 0) {
+        tpot.push_back(*d);
+        device.push_back(engine.LastDecodeDeviceSeconds());
+        device_timed = device_timed && device.back() >= 0;
+      }
     }
     if (r > 0) decode_tp_s += engine.TpSeconds() - tp_before;
   }
@@ -123,16 +128,22 @@ v1::Result RunServe(const v1::Case& c, InferenceEngine& engine,
   const int64_t batch = t.micro_batch();
   const double tp_per_step = decode_tp_s / static_cast<double>(tpot.size());
   const SampleSummary summary = Summarize(tpot);
-  double local[] = {
-      Median(ttft),         Quantile(tpot, 0.5),
-      Quantile(tpot, 0.99), summary.mean,
-      tp_per_step,          static_cast<double>(engine.HeldBytes())};
+  double local[] = {Median(ttft),
+                    Quantile(tpot, 0.5),
+                    Quantile(tpot, 0.99),
+                    summary.mean,
+                    tp_per_step,
+                    static_cast<double>(engine.HeldBytes()),
+                    device_timed ? Quantile(device, 0.5) : 0.0,
+                    device_timed ? Summarize(device).mean : 0.0,
+                    device_timed ? 0.0 : 1.0};
   for (double& v : local) {
     auto slowest = Slowest(v, control);
     if (!AllRanksOk(slowest.status(), control, &result)) return result;
     v = *slowest;
   }
-  const auto [ttft_s, p50, p99, mean, tp_s, held] = local;
+  const auto [ttft_s, p50, p99, mean, tp_s, held, dev_p50, dev_mean, untimed] =
+      local;
   fig->set_ttft_s(ttft_s);
   fig->set_tpot_p50_s(p50);
   fig->set_tpot_p99_s(p99);
@@ -154,6 +165,11 @@ v1::Result RunServe(const v1::Case& c, InferenceEngine& engine,
                  static_cast<double>(s.prompt()) + (s.generate() + 1) / 2.0);
   fig->set_decode_read_bytes(static_cast<int64_t>(read));
   fig->set_decode_read_gbps(mean > 0 ? read / mean / 1e9 : 0);
+  if (untimed == 0 && dev_mean > 0) {  // else left out: no device clock
+    fig->set_tpot_device_p50_s(dev_p50);
+    fig->set_tpot_device_mean_s(dev_mean);
+    fig->set_decode_device_read_gbps(read / dev_mean / 1e9);
+  }
   fig->set_slo_met(s.slo_tpot_p99_s() <= 0 || p99 <= s.slo_tpot_p99_s());
   *result.mutable_stats() = ToProto(summary, 1, 1, true);
   StoreSamples(tpot, result.mutable_stats());
