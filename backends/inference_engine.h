@@ -33,7 +33,9 @@ class InferenceEngine {
   virtual absl::StatusOr<double> Decode(std::vector<float>* out) = 0;
   // The last Decode's seconds on the device alone: from the step's first
   // kernel to its last, without the host's launch gap before them; the
-  // step's whole seconds where the engine runs on the host.
+  // step's whole seconds where the engine runs on the host; -1 for a step
+  // it could not time so (the GPU engine's first, run before its graph is
+  // captured).
   virtual double LastDecodeDeviceSeconds() const = 0;
   // Seconds spent in tensor-parallel sums since Prepare.
   virtual double TpSeconds() const = 0;
