@@ -132,14 +132,18 @@ def serve(a, batch, device):
     pos = torch.zeros(1, dtype=torch.long, device=device)
     decode = torch.compile(srv.decode, mode="reduce-overhead", fullgraph=True)
     ttft, tpot, piped = [], [], []
+
+    def feed(g):  # step g's input row and position, in place
+        step_in.copy_(steps[g])
+        pos.fill_(a.prompt + g)
+
     with torch.inference_mode():
         for r in range(a.repeats + 1):  # request 0: warm-up and compilation
             _, t = timed(srv.prefill, prompt)
             if r > 0:
                 ttft.append(t)
             for g in range(a.generate):
-                step_in.copy_(steps[g])
-                pos.fill_(a.prompt + g)
+                feed(g)
                 _, t = timed(decode, step_in, pos)
                 if r > 0:
                     tpot.append(t)
@@ -153,8 +157,7 @@ def serve(a, batch, device):
                 end = torch.cuda.Event(enable_timing=True)
                 start.record()
                 for g in range(a.generate):
-                    step_in.copy_(steps[g])
-                    pos.fill_(a.prompt + g)
+                    feed(g)
                     decode(step_in, pos)
                 end.record()
                 torch.cuda.synchronize()
