@@ -78,17 +78,15 @@ def main():
                     f["tpot_p50_s"] / t["tpot_pipelined_s"])
         if f.get("slo_met") and (best is None or f["tokens_per_s_per_rank"] > best[1]):
             best = (batch, f["tokens_per_s_per_rank"])
-    if "inference_llama3_8b_b1_decode_ratio_vs_torch" in s:
-        s["inference_llama3_8b_decode_b1_ratio_vs_torch"] = s["inference_llama3_8b_b1_decode_ratio_vs_torch"]
-        s["inference_llama3_8b_prefill_ratio_vs_torch"] = s["inference_llama3_8b_b1_prefill_ratio_vs_torch"]
-    if "inference_llama3_8b_b1_decode_ratio_vs_torch_pipelined" in s:
-        s["inference_llama3_8b_decode_b1_ratio_vs_torch_pipelined"] = (
-            s["inference_llama3_8b_b1_decode_ratio_vs_torch_pipelined"])
-    if "inference_llama3_8b_b1_hbm_share" in s:
-        s["inference_llama3_8b_decode_b1_hbm_share"] = s["inference_llama3_8b_b1_hbm_share"]
-    if "inference_llama3_8b_b1_hbm_share_device" in s:
-        s["inference_llama3_8b_decode_b1_hbm_share_device"] = (
-            s["inference_llama3_8b_b1_hbm_share_device"])
+    # The issue's keys: batch 1's figures under their names.
+    for alias, b1 in (("decode_b1_ratio_vs_torch", "b1_decode_ratio_vs_torch"),
+                      ("prefill_ratio_vs_torch", "b1_prefill_ratio_vs_torch"),
+                      ("decode_b1_ratio_vs_torch_pipelined",
+                       "b1_decode_ratio_vs_torch_pipelined"),
+                      ("decode_b1_hbm_share", "b1_hbm_share"),
+                      ("decode_b1_hbm_share_device", "b1_hbm_share_device")):
+        if "inference_llama3_8b_" + b1 in s:
+            s["inference_llama3_8b_" + alias] = s["inference_llama3_8b_" + b1]
     if best:
         s["inference_llama3_8b_best_batch_tpot_p99_30ms"] = best[0]
     for v in a.variant:
