@@ -320,7 +320,8 @@ absl::StatusOr<StepTiming> HostTrainer::Step() {
       if (auto s = r->Wait(); !s.ok()) return s;
     }
   }
-  t.comm_done_at = Now();
+  // One rank runs no collective: its communication ends with backward.
+  t.comm_done_at = size_ > 1 ? Now() : t.backward_end_at;
   t.comm_busy_s = comm_busy_from > 0 ? t.comm_done_at - comm_busy_from : 0;
   // Optimizer on the averaged gradient.
   work_begin();
