@@ -706,8 +706,19 @@ TEST(R10_hostile_traffic, NoCrashProperCodesAndNormalJobStillSucceeds) {
   // 1. Garbage bytes on raw TCP connections (with and without the HTTP/2
   // preface).
   std::mt19937 rng(10);
+  const absl::Time garbage_start = absl::Now();
   for (int i = 0; i < 200; ++i) {
+    // 200 connections take seconds, under TSan too.
+    ASSERT_TRUE(serve.alive() &&
+                absl::Now() - garbage_start < absl::Seconds(60))
+        << "coordinator " << (serve.alive() ? "stalled" : "died")
+        << " at garbage connection " << i << ":\n"
+        << serve.output();
     int fd = socket(AF_INET, SOCK_STREAM, 0);
+    // A coordinator that stops reading must not block the test: connects
+    // and sends give up after 5 s.
+    timeval send_timeout{5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(serve.port());
@@ -730,33 +741,41 @@ TEST(R10_hostile_traffic, NoCrashProperCodesAndNormalJobStillSucceeds) {
   // 3. A normal job, with a duplicate sequence number along the way.
   auto job = Submit(*stub, admin, SubmitRequest(QuickstartPath(), 2));
   SimRank r0(serve, job.job().job_id(), job.worker_token(), 0, 2);
-  ASSERT_TRUE(r0.Register().ok());
+  ASSERT_TRUE(r0.Register().ok()) << serve.output();
   v1::ReportResultsResponse first, second;
-  ASSERT_TRUE(r0.Report({r0.MakeResult(0)}, false, &first).ok());
-  ASSERT_TRUE(r0.Report({r0.MakeResult(0)}, false, &second).ok());
+  ASSERT_TRUE(r0.Report({r0.MakeResult(0)}, false, &first).ok())
+      << serve.output();
+  ASSERT_TRUE(r0.Report({r0.MakeResult(0)}, false, &second).ok())
+      << serve.output();
   // 4. A stream flood: watch streams opened and dropped, heartbeats in a
-  // burst.
+  // burst. Every call has a deadline, and a coordinator that died ends the
+  // flood at once with its output (a sanitizer's report, say), so a broken
+  // coordinator fails this test in seconds instead of holding it until
+  // ctest's timeout with nothing said.
   const int kWatches = 300;
   for (int i = 0; i < kWatches; ++i) {
     if (i % 50 == 0) r0.Heartbeat(0).IgnoreError();  // rank 0 stays alive
-    grpc::ClientContext ctx;
-    ctx.AddMetadata("authorization", "Bearer " + admin);
+    auto ctx = Ctx(admin);
     v1::WatchJobRequest w;
     w.set_job_id(job.job().job_id());
-    auto reader = stub->WatchJob(&ctx, w);
+    auto reader = stub->WatchJob(ctx.get(), w);
     v1::JobUpdate u;
-    reader->Read(&u);
-    ctx.TryCancel();
+    const bool read = reader->Read(&u);  // the job's state, sent at once
+    ctx->TryCancel();
     reader->Finish().IgnoreError();
+    ASSERT_TRUE(read) << "watch stream " << i << " sent nothing (coordinator "
+                      << (serve.alive() ? "alive" : "dead") << "):\n"
+                      << serve.output();
   }
   std::vector<std::thread> flood;
-  std::atomic<int> flood_ok{0}, flood_err{0};
+  std::atomic<int> flood_ok{0}, flood_err{0}, flood_running{8};
+  std::atomic<bool> give_up{false};  // the coordinator died or stalled
   std::mutex err_mu;
   std::string first_err;  // the first failed heartbeat's code and message
   for (int t = 0; t < 8; ++t) {
     flood.emplace_back([&] {
       auto s = serve.Stub();
-      for (int i = 0; i < 500; ++i) {
+      for (int i = 0; i < 500 && !give_up.load(); ++i) {
         v1::HeartbeatRequest h;
         h.set_job_id(job.job().job_id());
         h.set_rank(1);
@@ -779,10 +798,27 @@ TEST(R10_hostile_traffic, NoCrashProperCodesAndNormalJobStillSucceeds) {
                                         st.error_message(), i);
         }
       }
+      --flood_running;
     });
+  }
+  // 4,000 heartbeats take seconds (under TSan too); 120 s means stalled.
+  const absl::Time flood_deadline = absl::Now() + absl::Seconds(120);
+  bool flood_stalled = false;
+  while (flood_running.load() > 0 && !give_up.load()) {
+    absl::SleepFor(absl::Milliseconds(50));
+    flood_stalled = absl::Now() > flood_deadline;
+    if (flood_stalled || !serve.alive()) give_up = true;
   }
   for (auto& t : flood) t.join();
   const bool alive_mid = serve.alive();
+  ASSERT_TRUE(alive_mid) << "coordinator died in the heartbeat flood ("
+                         << flood_ok.load() << " ok, " << flood_err.load()
+                         << " errors):\n"
+                         << serve.output();
+  ASSERT_FALSE(flood_stalled) << "heartbeat flood unfinished after 120 s ("
+                              << flood_ok.load() << " ok, " << flood_err.load()
+                              << " errors, first: " << first_err << "):\n"
+                              << serve.output();
   v1::Job done = RunExternalJob(serve, admin, job, 2);
   const double rss_after = testing::RssMiB(serve.pid());
   const bool pass = alive_mid && serve.alive() &&
@@ -793,21 +829,21 @@ TEST(R10_hostile_traffic, NoCrashProperCodesAndNormalJobStillSucceeds) {
   Figure("R10",
          absl::StrFormat(
              "crashes=%d unknown_job=%s duplicate_seq: accepted=%d "
-             "duplicates=%d flood: %d ok %d errors%s, 300 watch streams "
-             "dropped; rss_growth_mib=%.1f; normal job %s",
+             "duplicates=%d flood: %d ok %d errors%s, %d watch streams read "
+             "then dropped; rss_growth_mib=%.1f; normal job %s",
              serve.alive() ? 0 : 1,
              unknown.error_code() == grpc::StatusCode::NOT_FOUND ? "NOT_FOUND"
                                                                  : "other",
              second.accepted(), second.duplicates(), flood_ok.load(),
              flood_err.load(),
              first_err.empty() ? "" : " (first: code " + first_err + ")",
-             rss_after - rss_before, v1::JobState_Name(done.state())),
+             kWatches, rss_after - rss_before, v1::JobState_Name(done.state())),
          pass);
-  EXPECT_TRUE(serve.alive());
+  EXPECT_TRUE(serve.alive()) << serve.output();
   EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(second.duplicates(), 1);
   EXPECT_EQ(flood_err.load(), 0);
-  EXPECT_EQ(done.state(), v1::JOB_SUCCEEDED);
+  EXPECT_EQ(done.state(), v1::JOB_SUCCEEDED) << serve.output();
 }
 
 // ---------------------------------------------------------------------------
