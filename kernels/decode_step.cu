@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/decode_step.h"
+#include "kernels/transformer_uniform.cuh"
 #include "kernels/warp_reduce.cuh"
 
 namespace ringmaster::tk {
@@ -46,6 +47,9 @@ static_assert(kGroups * sizeof(AttnSmem) <= kScratchBytes);
 constexpr size_t kRingBytes = size_t{kStages} * kThreads * 16;
 constexpr size_t kBarrierBytes = size_t{kStages} * kWarps * sizeof(uint64_t);
 constexpr size_t kSmemBytes = kRingBytes + kScratchBytes + kBarrierBytes;
+// With the kernel's static stat[kWarps], within sm_90's 227 KiB a block may
+// opt in to: the ring takes what staging and attention leave.
+static_assert(kSmemBytes + kWarps * sizeof(float) <= 227 * 1024);
 
 struct Params {
   DecodeStepModel m;
@@ -206,11 +210,25 @@ __device__ float BlockSum(float v, float* stat) {
   return s;
 }
 
-// Values 8i .. 8i + 7 of the residual stream: the step's input (bf16) for
-// layer 0, else the fp32 stream the other blocks add to (from L2).
+// Value j of the step's input at position pos: x[j], or with x null the
+// value SequenceInputs gives one sequence there, rounded to bf16 alike.
+__device__ __forceinline__ float InputValue(const Params& p, int pos,
+                                            int64_t j) {
+  if (p.x != nullptr) return __bfloat162float(p.x[j]);
+  const uint64_t at = static_cast<uint64_t>(pos * p.m.hidden + j);
+  return __bfloat162float(
+      __float2bfloat16(static_cast<float>(TransformerUniformOnDevice(1, at))));
+}
+
+// Values 8i .. 8i + 7 of the residual stream: the step's input for layer 0
+// (at position pos), else the fp32 stream the other blocks add to (from
+// L2).
 __device__ __forceinline__ void LoadResidual8(const Params& p, bool input,
-                                              int64_t i, float v[8]) {
-  if (input) {
+                                              int pos, int64_t i, float v[8]) {
+  if (input && p.x == nullptr) {
+#pragma unroll
+    for (int c = 0; c < 8; ++c) v[c] = InputValue(p, pos, 8 * i + c);
+  } else if (input) {
     const uint4 raw = reinterpret_cast<const uint4*>(p.x)[i];
     const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&raw);
 #pragma unroll
@@ -227,15 +245,15 @@ __device__ __forceinline__ void LoadResidual8(const Params& p, bool input,
   }
 }
 
-// 1 / rms of the residual stream (the step's input for layer 0): loads
-// of 8 values, all of a thread's in flight before the sums.
-__device__ float ResidualRinv(const Params& p, bool input, float* stat) {
+// 1 / rms of the fp32 residual stream: loads of 8 values, all of a
+// thread's in flight before the sums.
+__device__ float ResidualRinv(const Params& p, float* stat) {
   float ss = 0;
   const int64_t n8 = p.m.hidden / 8;
 #pragma unroll 4
   for (int64_t i = threadIdx.x; i < n8; i += kThreads) {
     float v[8];
-    LoadResidual8(p, input, i, v);
+    LoadResidual8(p, false, 0, i, v);
 #pragma unroll
     for (int c = 0; c < 8; ++c) ss += v[c] * v[c];
   }
@@ -367,7 +385,7 @@ __device__ void StageInputs(const Params& p, int l, int q, int pos,
     const int n8 = static_cast<int>(p.m.hidden / 8);
     for (int i = tid; i < n8; i += kThreads) {
       float v[8];
-      LoadResidual8(p, input, i, v);
+      LoadResidual8(p, input, pos, i, v);
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
         hs[8 * i + c] = v[c];
@@ -393,8 +411,7 @@ __device__ void StageInputs(const Params& p, int l, int q, int pos,
     if (q == 0) {
       slice(2 * p.m.ffn, [&](int64_t j) { p.gu[j] = 0; });
       if (input) {
-        slice(p.m.hidden,
-              [&](int64_t j) { p.h[j] = __bfloat162float(p.x[j]); });
+        slice(p.m.hidden, [&](int64_t j) { p.h[j] = InputValue(p, pos, j); });
       }
     }
   } else if (q == 1) {
@@ -729,7 +746,7 @@ __global__ void __launch_bounds__(kThreads, 1) DecodeStepKernel(Params p) {
     if (p.advance) *p.pos = pos + 1;
   }
   // The final norm, a slice per block.
-  const float rinv = ResidualRinv(p, false, stat);
+  const float rinv = ResidualRinv(p, stat);
   const bf16* gain = static_cast<const bf16*>(p.m.final_gain);
   const int64_t g = gridDim.x, b = blockIdx.x, hid = p.m.hidden;
   for (int64_t j = hid * b / g + threadIdx.x; j < hid * (b + 1) / g;

@@ -74,7 +74,9 @@ bool DecodeStepSupports(const DecodeStepModel& m);
 // y[hidden] (bf16) = the final norm of the stack applied to x[hidden]
 // (bf16) at position *pos: appends each layer's key and value at *pos to
 // its cache, and with `advance` adds one to *pos (in the same launch, so a
-// captured step is one graph node).
+// captured step is one graph node). With x null the step makes its input
+// itself: what SequenceInputs (decode_kernels.h) writes for one sequence
+// at *pos, so no kernel need run before it.
 cudaError_t DecodeStep(const DecodeStepModel& m, const DecodeStepState& st,
                        const void* x, void* y, int* pos, bool advance,
                        cudaStream_t s);

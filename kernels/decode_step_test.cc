@@ -1,11 +1,11 @@
 // The fused decode step against a float64 decode step computed here from
 // the same bfloat16 weights, cache and input: two steps in a row on the
 // same state (the accumulators and counters must be left as the next step
-// needs them), the new key and value appended to every layer's cache, a
-// small shape (blocks with a handful of rows, several tiles) and a 4-layer
-// slice of the Llama 3 8B shape, whose phase timeline it prints. Skips
-// without a GPU (CI compiles it; the GPU machine runs it through
-// bench/inference/device.sh).
+// needs them; the second makes its input itself), the new key and value
+// appended to every layer's cache, a small shape (blocks with a handful of
+// rows, several tiles) and a 4-layer slice of the Llama 3 8B shape, whose phase
+// timeline it prints. Skips without a GPU (CI compiles it; the GPU machine runs
+// it through bench/inference/device.sh).
 #include "kernels/decode_step.h"
 
 #include <cuda_runtime_api.h>
@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/decode_kernels.h"
 #include "kernels/kernel_test_values.h"
 
 namespace ringmaster::tk {
@@ -236,15 +237,20 @@ TEST_P(DecodeStepTest, MatchesFloat64TwoStepsInARow) {
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
 
-  // Each step advances the position it finds in device memory.
-  const uint16_t* xd_last = nullptr;
+  // Each step advances the position it finds in device memory. The second
+  // makes its input itself: SequenceInputs' for one sequence there.
   for (int step = 0; step < 2; ++step) {
     const int at = s.pos + step;
-    const std::vector<uint16_t> x =
-        Bf16Values(s.hidden, 900000 + 7 * step, 1.0f);
+    std::vector<uint16_t> x = Bf16Values(s.hidden, 900000 + 7 * step, 1.0f);
     uint16_t* xd = Upload(x, &owned);
-    xd_last = xd;
-    ASSERT_EQ(DecodeStep(m, st, xd, y, pos, true, stream), cudaSuccess);
+    if (step == 0) {
+      ASSERT_EQ(DecodeStep(m, st, xd, y, pos, true, stream), cudaSuccess);
+    } else {
+      ASSERT_EQ(SequenceInputs(xd, 1, 1, s.hidden, s.capacity, 0, pos, stream),
+                cudaSuccess);
+      x = Download(xd, s.hidden);
+      ASSERT_EQ(DecodeStep(m, st, nullptr, y, pos, true, stream), cudaSuccess);
+    }
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     const std::vector<double> want =
         ReferenceStep(s, o, w, &kc, &vc, cs, sn, x, at);
@@ -277,7 +283,7 @@ TEST_P(DecodeStepTest, MatchesFloat64TwoStepsInARow) {
   const char* names[] = {"QKV", "attn", "O", "gate|up", "down"};
   std::vector<std::vector<int64_t>> runs;
   for (int r = 0; r < 5; ++r) {
-    ASSERT_EQ(DecodeStep(m, st, xd_last, y, pos, false, stream), cudaSuccess);
+    ASSERT_EQ(DecodeStep(m, st, nullptr, y, pos, false, stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     runs.push_back(Download(st.trace, stamps));
   }

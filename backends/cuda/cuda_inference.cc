@@ -111,6 +111,7 @@ class CudaInferenceEngine : public InferenceEngine {
   tk::DecodeStepState step_state_;
   bool gemv_ = false;   // decode products by tk::DecodeGemv
   bool pdl_ = true;     // decode kernels as programmatic dependents
+  bool fold_ = true;    // the fused step makes its input itself
   int* pos_ = nullptr;  // the next position (device memory)
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
@@ -324,7 +325,8 @@ absl::Status CudaInferenceEngine::PrefillChunk(int64_t b0, int64_t nb,
 // fused step out (1 requires it); RINGMASTER_DECODE_GEMV=1 takes the
 // matrix-vector kernels up to their row limit, 0 never (both without the
 // fused step); RINGMASTER_DECODE_PDL=0 launches the decode kernels without
-// programmatic dependence (to compare them).
+// programmatic dependence; RINGMASTER_DECODE_FOLD=0 writes the fused step's
+// input with a kernel of its own before it (all to compare them).
 constexpr int64_t kGemvBatches = 1;
 constexpr int64_t kFusedMinLayerBytes = int64_t{32} << 20;
 
@@ -332,12 +334,14 @@ absl::Status CudaInferenceEngine::ChooseDecodePath() {
   const char* fused = std::getenv("RINGMASTER_DECODE_FUSED");
   const char* gemv = std::getenv("RINGMASTER_DECODE_GEMV");
   const char* pdl = std::getenv("RINGMASTER_DECODE_PDL");
-  for (const char* v : {fused, gemv, pdl}) {
+  const char* fold = std::getenv("RINGMASTER_DECODE_FOLD");
+  for (const char* v : {fused, gemv, pdl, fold}) {
     if (v != nullptr && std::string(v) != "0" && std::string(v) != "1") {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("RINGMASTER_DECODE_FUSED / RINGMASTER_DECODE_GEMV / "
-                          "RINGMASTER_DECODE_PDL: expected 0 or 1, not %s",
-                          v));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "RINGMASTER_DECODE_FUSED / RINGMASTER_DECODE_GEMV / "
+          "RINGMASTER_DECODE_PDL / RINGMASTER_DECODE_FOLD: expected 0 or 1, "
+          "not %s",
+          v));
     }
   }
   const std::string forced = gemv != nullptr ? gemv : "";
@@ -372,6 +376,7 @@ absl::Status CudaInferenceEngine::ChooseDecodePath() {
           : forced == "0" ? false
                           : batch_ <= kGemvBatches;
   pdl_ = pdl == nullptr || std::string(pdl) == "1";
+  fold_ = fold == nullptr || std::string(fold) == "1";
   describe_ = absl::StrFormat(
       "GPU %d %s (bf16, decode steps as a CUDA graph, %s)", device_, gpu_name_,
       fused_  ? "each decode step one persistent kernel"
@@ -438,6 +443,10 @@ absl::Status CudaInferenceEngine::DecodeAttention(int l, bool pdl) {
 }
 
 absl::Status CudaInferenceEngine::DecodeStep() {
+  if (fused_ && fold_) {  // one launch: the step makes its input
+    RM_CU(tk::DecodeStep(step_, step_state_, nullptr, y_, pos_, true, s_));
+    return absl::OkStatus();
+  }
   RM_CU(tk::SequenceInputs(x_, batch_, 1, h_, cap_, 0, pos_, s_));
   if (fused_) {
     RM_CU(tk::DecodeStep(step_, step_state_, x_, y_, pos_, true, s_));

@@ -7,8 +7,9 @@
 # (bench/inference/plan.yaml: the HBM copy bandwidth, a small checked
 # shape, the llama3-8b slice's batch sweep), its decode at batches 1, 2
 # and 8 as the default path takes it (the variants' like-for-like
-# baseline: the sweep's plan runs batches 2 and 8 a little slower), without
-# the fused step, without dependent launches, through cuBLASLt only and
+# baseline: the sweep's plan runs batches 2 and 8 a little slower), with
+# the fused step's input written by a kernel before it, without the fused
+# step, without dependent launches, through cuBLASLt only and
 # through the matrix-vector kernels only (variants.yaml), PyTorch's
 # static-cache server on the same shape (peer.py: prefill through SDPA,
 # decode under torch.compile mode="reduce-overhead"), then summary.json.
@@ -48,7 +49,7 @@ cat "$w"/rm/*/results.jsonl > "$w"/ringmaster.jsonl 2>/dev/null
   grep -E "^ (tp|[0-9])|FAILED|SKIPPED|skipped|objective|^#" "$w"/ringmaster.txt | head -40
   tail -3 "$w"/ringmaster.err
 } >> "$w"/console.txt
-for v in default FUSED=0 PDL=0 GEMV=0 GEMV=1; do
+for v in default FOLD=0 FUSED=0 PDL=0 GEMV=0 GEMV=1; do
   setting=()  # "default": no setting
   [ "$v" != default ] && setting=("RINGMASTER_DECODE_$v")
   env "${setting[@]}" "$R" run bench/inference/variants.yaml --np 1 \
@@ -66,6 +67,7 @@ grep -E "batch|Error|error" "$w"/torch.txt | tail -8 >> "$w"/console.txt
 # not run the fused step.
 python3 bench/inference/summarize.py --ringmaster "$w"/ringmaster.jsonl \
   --torch "$w"/torch.json --variant default="$w"/ringmaster-default.jsonl \
+  --variant input_kernel="$w"/ringmaster-FOLD=0.jsonl \
   --variant unfused="$w"/ringmaster-FUSED=0.jsonl \
   --variant no_pdl="$w"/ringmaster-PDL=0.jsonl \
   --variant cublaslt="$w"/ringmaster-GEMV=0.jsonl \
