@@ -16,7 +16,7 @@ PEAK = 989.4e12  # H200 SXM datasheet, dense bfloat16 (sparsity figure halved)
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ringmaster", required=True)
-    p.add_argument("--torch", required=True)
+    p.add_argument("--torch", help="peer.py's JSON (without it, no ratios)")
     p.add_argument("--variant", action="append", default=[],
                    metavar="NAME=JSONL",
                    help="the same decode under another setting: its TPOT "
@@ -30,7 +30,7 @@ def main():
                         "llama3-8b batch-1 decode path contains TEXT")
     a = p.parse_args()
     rows = [json.loads(line) for line in open(a.ringmaster)]
-    torch = json.load(open(a.torch))["batches"]
+    torch = json.load(open(a.torch))["batches"] if a.torch else {}
     s = {}
     copy = [r["bandwidth_gbps"] for r in rows
             if r["case"].get("bench") == "BENCH_LOCAL_COPY" and r["status"] == "OK"]
@@ -102,6 +102,9 @@ def main():
             batch = int(r["case"]["transformer"].get("micro_batch", 1))
             s["inference_llama3_8b_b%d_tpot_p50_ms_%s" % (batch, name)] = \
                 r["serve"]["tpot_p50_s"] * 1e3
+            if "tpot_device_p50_s" in r["serve"]:
+                s["inference_llama3_8b_b%d_tpot_device_p50_ms_%s"
+                  % (batch, name)] = r["serve"]["tpot_device_p50_s"] * 1e3
     if a.read_pattern:
         try:
             lines = open(a.read_pattern).read().splitlines()
