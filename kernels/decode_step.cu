@@ -573,8 +573,11 @@ __device__ void AttendItem(const Params& p, int l, int kvh, int split, int pos,
 #pragma unroll
     for (int c = 0; c < 4; ++c)
       qr[hh][c] = hh < g && c < per ? a.qs[hh][lane * per + c] : 0.0f;
-  // Every key's dot products, then their sums across the warp.
-  float dot[kWarpKeys][kMaxGroup];
+  // Every key's dot products (dot[i * kMaxGroup + hh]: key i, query head
+  // hh), then their sums across the warp: lane L gets key L / kMaxGroup's
+  // with head L % kMaxGroup.
+  static_assert(kWarpKeys * kMaxGroup == 32);
+  float dot[kWarpKeys * kMaxGroup];
 #pragma unroll
   for (int i = 0; i < kWarpKeys; ++i) {
     const int j = j0 + warp + 4 * i;
@@ -592,17 +595,14 @@ __device__ void AttendItem(const Params& p, int l, int kvh, int split, int pos,
       float s = 0;
 #pragma unroll
       for (int c = 0; c < 4; ++c) s = fmaf(qr[hh][c], kv[c], s);
-      dot[i][hh] = s;
+      dot[i * kMaxGroup + hh] = s;
     }
   }
-#pragma unroll
-  for (int i = 0; i < kWarpKeys; ++i) {
-    const int j = j0 + warp + 4 * i;
-#pragma unroll
-    for (int hh = 0; hh < kMaxGroup; ++hh) {
-      const float s = WarpSum(dot[i][hh]);
-      if (lane == 0 && hh < g && j < j1) a.sc[hh][j - j0] = s * p.m.scale;
-    }
+  {
+    const float s = WarpSumsOfLanes(dot);
+    const int i = lane / kMaxGroup, hh = lane % kMaxGroup,
+              j = j0 + warp + 4 * i;
+    if (hh < g && j < j1) a.sc[hh][j - j0] = s * p.m.scale;
   }
   GroupSync(group);
   for (int hh = warp; hh < g; hh += 4) {
