@@ -13,10 +13,6 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-__device__ double Uniform(uint64_t key, uint64_t index) {
-  return TransformerUniformOnDevice(key, index);
-}
-
 __global__ void SequenceInputsKernel(bf16* x, int64_t rows, int64_t h,
                                      int64_t capacity, int64_t first,
                                      const int* pos, int64_t n) {
@@ -24,9 +20,7 @@ __global__ void SequenceInputsKernel(bf16* x, int64_t rows, int64_t h,
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t j = i % h, row = i / h, b = row / rows, t = row % rows;
-    const uint64_t at =
-        static_cast<uint64_t>(((b * capacity) + start + t) * h + j);
-    x[i] = __float2bfloat16(static_cast<float>(Uniform(1, at)));
+    x[i] = SequenceInputOnDevice(b, capacity, start + t, h, j);
   }
 }
 

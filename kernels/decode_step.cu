@@ -215,9 +215,7 @@ __device__ float BlockSum(float v, float* stat) {
 __device__ __forceinline__ float InputValue(const Params& p, int pos,
                                             int64_t j) {
   if (p.x != nullptr) return __bfloat162float(p.x[j]);
-  const uint64_t at = static_cast<uint64_t>(pos * p.m.hidden + j);
-  return __bfloat162float(
-      __float2bfloat16(static_cast<float>(TransformerUniformOnDevice(1, at))));
+  return __bfloat162float(SequenceInputOnDevice(0, 0, pos, p.m.hidden, j));
 }
 
 // Values 8i .. 8i + 7 of the residual stream: the step's input for layer 0
