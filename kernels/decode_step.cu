@@ -27,7 +27,7 @@ constexpr int kStages = 21;
 constexpr int kTileCols = 256;
 constexpr int kSegBytes = kTileCols * 2;  // a warp's slice of a row
 constexpr int kGroups = kThreads / 128;   // attention: groups of 4 warps
-constexpr int kKeys = 32;                 // keys per attention item
+constexpr int kKeys = 32;                 // keys per attention split
 constexpr int kMaxGroup = 4;              // query heads per key head
 constexpr int kProducts = 4;              // QKV, O, gate|up, down
 constexpr int kTraceStamps = 15;          // per layer: 5 phases x 3
@@ -162,6 +162,13 @@ __device__ __forceinline__ unsigned LoadAcquire(const unsigned* p) {
                : "l"(p)
                : "memory");
   return v;
+}
+
+// Attention at position pos: pos / kKeys + 1 splits of kKeys keys per key
+// head, kGroups consecutive splits to an item (a group each), and this
+// many items (one merged piece each) per key head.
+__device__ __forceinline__ int Chunks(int pos) {
+  return (pos / kKeys + kGroups) / kGroups;
 }
 
 __device__ __forceinline__ float RoundBf16(float v) {
@@ -307,19 +314,19 @@ __device__ void MergedAttention(const Params& p, int pos, const Window& w,
                                 int64_t k, int count, float* pieces,
                                 float* xs) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int used = pos / kKeys + 1;
+  const int chunks = Chunks(pos);  // pieces per key head
   const int g = static_cast<int>(p.m.heads / p.m.kv_heads),
             hd = static_cast<int>(p.m.head_dim);
   const int64_t stride = int64_t{g} * (hd + 2);
   // kBatch pairs per thread loaded before any is stored (the stores to
   // shared memory would otherwise order each pair's loads after the last).
   constexpr int kBatch = 4;
-  const int total = count * used;
+  const int total = count * chunks;
   for (int i0 = tid; i0 < total; i0 += kBatch * kThreads) {
     float v[kBatch][3];
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
-      const int i = i0 + u * kThreads, e = i / used, sp = i % used;
+      const int i = i0 + u * kThreads, e = i / chunks, sp = i % chunks;
       const int j = i < total ? StagedRow(w, e) : static_cast<int>(k);
       // Rows past k (no warp reads them) merge to 0.
       v[u][0] = 0, v[u][1] = 1, v[u][2] = 0;
@@ -342,12 +349,12 @@ __device__ void MergedAttention(const Params& p, int pos, const Window& w,
   }
   __syncthreads();
   for (int e = warp; e < count; e += kWarps) {
-    const float* pe = pieces + 3 * e * used;
+    const float* pe = pieces + 3 * e * chunks;
     float mx = -INFINITY;
-    for (int sp = lane; sp < used; sp += 32) mx = fmaxf(mx, pe[3 * sp]);
+    for (int sp = lane; sp < chunks; sp += 32) mx = fmaxf(mx, pe[3 * sp]);
     mx = WarpMax(mx);
     float l = 0, o = 0;
-    for (int sp = lane; sp < used; sp += 32) {
+    for (int sp = lane; sp < chunks; sp += 32) {
       const float f = __expf(pe[3 * sp] - mx);
       l += f * pe[3 * sp + 1];
       o += f * pe[3 * sp + 2];
@@ -475,13 +482,13 @@ __device__ __forceinline__ void RunProduct(const Params& p, int l, int q,
   }
 }
 
-// Attention item (key head kvh, keys split * kKeys ..) of layer l at
+// Attention split (key head kvh, keys split * kKeys ..) of layer l at
 // position pos, by the 128 threads of `group`: the group's query heads'
-// unnormalized outputs, score maxima and sums of exponentials over those
-// keys in p.partial (merged by the blocks of the next product, each for
-// the inputs it needs: MergedAttention). Every load (the cached keys and
-// values, the queries, the new key and value) is issued before the first
-// is used, so an item costs one round trip to memory.
+// unnormalized outputs (a.part, a piece per thread row), score maxima
+// and sums of exponentials over those keys (a.mx, a.sum), left in `a`
+// for AttendChunk. Every load (the cached keys and values, the queries,
+// the new key and value) is issued before the first is used, so a split
+// costs one round trip to memory.
 __device__ void AttendItem(const Params& p, int l, int kvh, int split, int pos,
                            AttnSmem& a, int group) {
   const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
@@ -656,25 +663,84 @@ __device__ void AttendItem(const Params& p, int l, int kvh, int split, int pos,
           make_float4(acc[hh][0], acc[hh][1], acc[hh][2], acc[hh][3]);
     }
   }
-  GroupSync(group);
+}
+
+// Prefetches into L2 the cache lines this block's first attention item of
+// layer l at position pos will read (its splits' cached keys and values;
+// a line per thread), so that the item's loads, issued after QKV's
+// barrier, do not queue behind the weights' copies at HBM.
+__device__ void PrefetchItem(const Params& p, int l, int pos) {
+  const int chunks = Chunks(pos), item = blockIdx.x;
+  if (item >= static_cast<int>(p.m.kv_heads) * chunks) return;
+  const int tid = threadIdx.x, t = tid & 127;
+  const int hd = static_cast<int>(p.m.head_dim), lines = hd / 64;
+  const int kvh = item / chunks, split = kGroups * (item % chunks) + (tid >> 7);
+  const int key = t / 4, part = t % 4;  // part: 2 lines of K, then of V
+  const int j = split * kKeys + key, line = part % 2;
+  if (j >= pos || line >= lines) return;
+  const bf16* cache =
+      static_cast<const bf16*>(part < 2 ? p.m.kcache[l] : p.m.vcache[l]);
+  const bf16* at = cache + int64_t{j} * p.kw + int64_t{kvh} * hd + line * 64;
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
+}
+
+// Attention item `item` of layer l at position pos, by the whole block:
+// key head item / chunks, splits kGroups * (item % chunks) + group (one
+// per group, those below `used`), the groups' results merged into the
+// item's piece of p.partial: the query heads' unnormalized outputs, score
+// maxima and sums of exponentials (merged again by the blocks of the next
+// product: MergedAttention). A piece per item, not per split, keeps that
+// merge's scattered loads few.
+__device__ void AttendChunk(const Params& p, int l, int item, int pos,
+                            AttnSmem* a) {
+  const int tid = threadIdx.x, group = tid >> 7;
+  const int used = pos / kKeys + 1, chunks = Chunks(pos);
+  const int kvh = item / chunks, first = kGroups * (item % chunks);
+  const int split = first + group;
+  if (split < used) AttendItem(p, l, kvh, split, pos, a[group], group);
+  __syncthreads();
+  const int hd = static_cast<int>(p.m.head_dim);
+  const int g = static_cast<int>(p.m.heads / p.m.kv_heads);
+  const int parts = 128 / (hd / 4);  // AttendItem's pieces per group
+  const int groups = min(kGroups, used - first);
   const int64_t stride = int64_t{g} * (hd + 2);
-  float* mine = p.partial + (kvh * p.max_splits + split) * stride;
-  for (int i = t; i < g * hd; i += 128) {
+  float* mine = p.partial + (kvh * p.max_splits + item % chunks) * stride;
+  for (int i = tid; i < g * hd; i += kThreads) {
+    const int hh = i / hd;
+    float mx = -INFINITY;
+    for (int k = 0; k < groups; ++k) mx = fmaxf(mx, a[k].mx[hh]);
     float o = 0;
-    for (int pc = 0; pc < pieces; ++pc) o += a.part[pc * g * hd + i];
+    for (int k = 0; k < groups; ++k) {
+      float ok = 0;
+      for (int pc = 0; pc < parts; ++pc) ok += a[k].part[pc * g * hd + i];
+      o += __expf(a[k].mx[hh] - mx) * ok;
+    }
     mine[i] = o;
   }
-  if (t < g) {
-    mine[g * hd + t] = a.mx[t];
-    mine[g * hd + g + t] = a.sum[t];
+  if (tid < g) {
+    float mx = -INFINITY, sum = 0;
+    for (int k = 0; k < groups; ++k) mx = fmaxf(mx, a[k].mx[tid]);
+    for (int k = 0; k < groups; ++k)
+      sum += __expf(a[k].mx[tid] - mx) * a[k].sum[tid];
+    mine[g * hd + tid] = mx;
+    mine[g * hd + g + tid] = sum;
   }
-  // The group's shared memory is reused by its next item.
-  GroupSync(group);
+  // The groups' shared memory is reused by the block's next item.
+  __syncthreads();
 }
 
 __global__ void __launch_bounds__(kThreads, 1) DecodeStepKernel(Params p) {
   extern __shared__ uint4 smem[];
   __shared__ float stat[kWarps];
+  // Block 0's timeline (thread 0): the kernel's entry and end (the last
+  // two values), and from the ring's first copies on, per phase, its
+  // inputs staged, its work done, the barrier after it passed
+  // (kTraceStamps per layer).
+  const bool tracing =
+      p.trace != nullptr && blockIdx.x == 0 && threadIdx.x == 0;
+  int64_t* const ends =
+      tracing ? p.trace + 1 + p.m.layers * kTraceStamps : nullptr;
+  if (tracing) ends[0] = static_cast<int64_t>(GlobalNs());
   uint4* ring = smem;
   float* scratch = reinterpret_cast<float*>(smem + kStages * kThreads);
   uint64_t* bars = reinterpret_cast<uint64_t*>(
@@ -694,10 +760,6 @@ __global__ void __launch_bounds__(kThreads, 1) DecodeStepKernel(Params p) {
   }
   int slot = 0;
   unsigned parity = 0;
-  // Block 0's timeline (thread 0): per phase, its inputs staged, its work
-  // done, the barrier after it passed (kTraceStamps per layer).
-  const bool tracing =
-      p.trace != nullptr && blockIdx.x == 0 && threadIdx.x == 0;
   // Where stamp k (0 staged, 1 work done, 2 barrier passed) of phase
   // `phase` of layer l goes; null on the threads that do not trace.
   auto at = [&](int l, int phase, int k) -> int64_t* {
@@ -717,18 +779,16 @@ __global__ void __launch_bounds__(kThreads, 1) DecodeStepKernel(Params p) {
     stamp(at(l, phase, 2));
   };
   const int pos = *p.pos;
-  const int group = threadIdx.x >> 7;
   for (int l = 0; l < p.m.layers; ++l) {
     RunProduct(p, l, 0, pos, ring, bars, &slot, &parity, &stream, policy,
                scratch, stat, at(l, 0, 0));
+    PrefetchItem(p, l, pos);
     sync(l, 0);
-    const int used = pos / kKeys + 1;
-    const int items = static_cast<int>(p.m.kv_heads) * used;
-    AttnSmem& a = reinterpret_cast<AttnSmem*>(scratch)[group];
-    for (int it = blockIdx.x + gridDim.x * group; it < items;
-         it += gridDim.x * kGroups)
-      AttendItem(p, l, it / used, it % used, pos, a, group);
-    // For attention, "staged" is when thread 0's group finished its items.
+    const int items = static_cast<int>(p.m.kv_heads) * Chunks(pos);
+    AttnSmem* a = reinterpret_cast<AttnSmem*>(scratch);
+    for (int it = blockIdx.x; it < items; it += gridDim.x)
+      AttendChunk(p, l, it, pos, a);
+    // For attention, "staged" is when the block finished its items.
     stamp(at(l, 1, 0));
     sync(l, 1);
     for (int q = 1; q < kProducts; ++q) {
@@ -752,6 +812,7 @@ __global__ void __launch_bounds__(kThreads, 1) DecodeStepKernel(Params p) {
     p.y[j] =
         __float2bfloat16(__ldcg(&p.h[j]) * rinv * __bfloat162float(gain[j]));
   }
+  if (tracing) ends[1] = static_cast<int64_t>(GlobalNs());
 }
 
 int Sms() {
@@ -780,7 +841,7 @@ int64_t DecodeStepFloats(const DecodeStepModel& m) {
 int64_t DecodeStepWords(const DecodeStepModel&) { return 2; }
 
 int64_t DecodeStepTraceValues(const DecodeStepModel& m) {
-  return 1 + int64_t{kTraceStamps} * m.layers;
+  return 3 + int64_t{kTraceStamps} * m.layers;
 }
 
 bool DecodeStepSupports(const DecodeStepModel& m) {

@@ -46,10 +46,11 @@ struct DecodeStepModel {
 // `words` unsigned counters (its grid barrier's), both zeroed once before
 // the first launch (the step leaves them as it needs them for the next).
 // `trace`, when not null, receives block 0's %globaltimer (ns):
-// DecodeStepTraceValues values, the step's start, then per layer and per
-// phase (QKV, attention, O, gate|up, down) three: its inputs staged (for
-// attention: the first group's items done), its work done, the grid
-// barrier after it passed.
+// DecodeStepTraceValues values, the step's start (its first weight copies
+// issued), then per layer and per phase (QKV, attention, O, gate|up, down)
+// three: its inputs staged (for attention: the block's items done), its
+// work done, the grid barrier after it passed; last the kernel's entry and
+// block 0's end (its share of the output written).
 struct DecodeStepState {
   float* floats = nullptr;
   unsigned* words = nullptr;
