@@ -9,8 +9,9 @@
 // way); then plain loads from every resident thread. Last, steady rates
 // (each launch reads the matrix 4 times, so its ramp and tail weigh less):
 // plain loads from 2,048 down to 512 threads per SM, the window through
-// the cp.async ring, and the window through bulk copies (the step's way)
-// of 512 B to 4 KiB per warp and slot.
+// the cp.async ring, the window through bulk copies (the step's way)
+// of 512 B to 4 KiB per warp and slot, and the window by plain loads
+// into registers, 8 to 21 rows in flight per thread.
 //   nvcc -std=c++17 -arch=sm_90 -O3 -o read_pattern read_pattern.cu
 //   ./read_pattern [rows cols]   (bf16 elements; default 4096 x 28672)
 #include <cuda_runtime.h>
@@ -216,6 +217,47 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (acc == 0x12345u) sink[0] = 1;
 }
 
+// The window of BulkWindow (512-byte slices, a warp per slice, every
+// R-th row) read by plain 16-byte loads into registers instead of a ring
+// of shared memory: each thread keeps D rows in flight, loading row n + D
+// as it uses row n; the matrix read `passes` times in one launch.
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    PlainWindow(const char* w, int64_t rows, int64_t row_bytes, int passes,
+                float* sink) {
+  constexpr int kWarps = kThreads / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t tiles = row_bytes / 512;
+  const int64_t gw = blockIdx.x * int64_t{kWarps} + warp;
+  const int64_t r_step = gridDim.x * int64_t{kWarps} / tiles;
+  if (r_step == 0 || gw >= r_step * tiles) return;
+  const int64_t tile = gw % tiles, first = gw / tiles;
+  const int64_t per = (rows - first + r_step - 1) / r_step,
+                total = per * passes;
+  const char* base = w + tile * 512 + lane * 16;
+  int64_t next = first;  // the row of the next load, passes in turn
+  auto load = [&](int64_t n) {
+    const int64_t r = next;
+    next += r_step;
+    if (next >= rows) next = first;
+    return n < total
+               ? __ldcs(reinterpret_cast<const uint4*>(base + r * row_bytes))
+               : make_uint4(0, 0, 0, 0);
+  };
+  uint4 buf[D];
+#pragma unroll
+  for (int u = 0; u < D; ++u) buf[u] = load(u);
+  uint32_t acc = 0;
+  for (int64_t n = 0; n < total; n += D) {
+#pragma unroll
+    for (int u = 0; u < D; ++u) {
+      acc ^= buf[u].x ^ buf[u].y ^ buf[u].z ^ buf[u].w;
+      buf[u] = load(n + u + D);
+    }
+  }
+  if (acc == 0x12345u) sink[0] = 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -340,6 +382,15 @@ int main(int argc, char** argv) {
   bulk(BulkWindow<512, 27>, 512, 27);
   bulk(BulkWindow<2048, 6>, 2048, 6);
   bulk(BulkWindow<4096, 3>, 4096, 3);
+  auto plain_window = [&](auto kernel, const char* name) {
+    steady(name, timed([&] {
+             kernel<<<sms, kThreads>>>(w, rows, row_bytes, kPasses, sink);
+           }));
+  };
+  plain_window(PlainWindow<8>, "plain window, 8 rows in flight");
+  plain_window(PlainWindow<12>, "plain window, 12 rows in flight");
+  plain_window(PlainWindow<16>, "plain window, 16 rows in flight");
+  plain_window(PlainWindow<21>, "plain window, 21 rows in flight");
   const cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess) {
     std::fprintf(stderr, "%s\n", cudaGetErrorString(err));
