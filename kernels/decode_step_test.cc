@@ -279,9 +279,10 @@ TEST_P(DecodeStepTest, MatchesFloat64TwoStepsInARow) {
   EXPECT_EQ(Download(pos, 1)[0], s.pos + 2);
   // Block 0's timeline, per phase averaged over the layers: inputs staged
   // (from the barrier before), work done, the barrier after it passed; the
-  // median of 5 steps at the last position, with the kernel's entry to the
-  // timeline's start, the timeline's end to block 0's end, and the launch
-  // timed by events (not checked: the figures are printed for bench/).
+  // median of 5 steps at the last position, with that step's kernel entry
+  // to the timeline's start, the timeline's end to block 0's end, and its
+  // launch timed by events (not checked: the figures are printed for
+  // bench/).
   const char* names[] = {"QKV", "attn", "O", "gate|up", "down"};
   const int64_t last = stamps - 3;  // the last barrier passed
   cudaEvent_t ev[2];
