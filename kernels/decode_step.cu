@@ -167,8 +167,17 @@ __device__ __forceinline__ unsigned LoadAcquire(const unsigned* p) {
 // Attention at position pos: pos / kKeys + 1 splits of kKeys keys per key
 // head, kGroups consecutive splits to an item (a group each), and this
 // many items (one merged piece each) per key head.
-__device__ __forceinline__ int Chunks(int pos) {
+__device__ __forceinline__ int ItemsPerHead(int pos) {
   return (pos / kKeys + kGroups) / kGroups;
+}
+// Attention item `item` at position pos: its key head, its first split
+// and its piece (of the head's ItemsPerHead) in p.partial.
+struct ItemPlace {
+  int kvh, first, piece;
+};
+__device__ __forceinline__ ItemPlace PlaceOf(int item, int pos) {
+  const int per_head = ItemsPerHead(pos), piece = item % per_head;
+  return {item / per_head, kGroups * piece, piece};
 }
 
 __device__ __forceinline__ float RoundBf16(float v) {
@@ -314,19 +323,19 @@ __device__ void MergedAttention(const Params& p, int pos, const Window& w,
                                 int64_t k, int count, float* pieces,
                                 float* xs) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int chunks = Chunks(pos);  // pieces per key head
+  const int per_head = ItemsPerHead(pos);  // pieces per key head
   const int g = static_cast<int>(p.m.heads / p.m.kv_heads),
             hd = static_cast<int>(p.m.head_dim);
   const int64_t stride = int64_t{g} * (hd + 2);
   // kBatch pairs per thread loaded before any is stored (the stores to
   // shared memory would otherwise order each pair's loads after the last).
   constexpr int kBatch = 4;
-  const int total = count * chunks;
+  const int total = count * per_head;
   for (int i0 = tid; i0 < total; i0 += kBatch * kThreads) {
     float v[kBatch][3];
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
-      const int i = i0 + u * kThreads, e = i / chunks, sp = i % chunks;
+      const int i = i0 + u * kThreads, e = i / per_head, sp = i % per_head;
       const int j = i < total ? StagedRow(w, e) : static_cast<int>(k);
       // Rows past k (no warp reads them) merge to 0.
       v[u][0] = 0, v[u][1] = 1, v[u][2] = 0;
@@ -349,12 +358,12 @@ __device__ void MergedAttention(const Params& p, int pos, const Window& w,
   }
   __syncthreads();
   for (int e = warp; e < count; e += kWarps) {
-    const float* pe = pieces + 3 * e * chunks;
+    const float* pe = pieces + 3 * e * per_head;
     float mx = -INFINITY;
-    for (int sp = lane; sp < chunks; sp += 32) mx = fmaxf(mx, pe[3 * sp]);
+    for (int sp = lane; sp < per_head; sp += 32) mx = fmaxf(mx, pe[3 * sp]);
     mx = WarpMax(mx);
     float l = 0, o = 0;
-    for (int sp = lane; sp < chunks; sp += 32) {
+    for (int sp = lane; sp < per_head; sp += 32) {
       const float f = __expf(pe[3 * sp] - mx);
       l += f * pe[3 * sp + 1];
       o += f * pe[3 * sp + 2];
@@ -486,11 +495,11 @@ __device__ __forceinline__ void RunProduct(const Params& p, int l, int q,
 // position pos, by the 128 threads of `group`: the group's query heads'
 // unnormalized outputs (a.part, a piece per thread row), score maxima
 // and sums of exponentials over those keys (a.mx, a.sum), left in `a`
-// for AttendChunk. Every load (the cached keys and values, the queries,
+// for AttendItem. Every load (the cached keys and values, the queries,
 // the new key and value) is issued before the first is used, so a split
 // costs one round trip to memory.
-__device__ void AttendItem(const Params& p, int l, int kvh, int split, int pos,
-                           AttnSmem& a, int group) {
+__device__ void AttendSplit(const Params& p, int l, int kvh, int split, int pos,
+                            AttnSmem& a, int group) {
   const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
   const int hd = static_cast<int>(p.m.head_dim), half = hd / 2;
   const int g = static_cast<int>(p.m.heads / p.m.kv_heads);
@@ -670,11 +679,12 @@ __device__ void AttendItem(const Params& p, int l, int kvh, int split, int pos,
 // a line per thread), so that the item's loads, issued after QKV's
 // barrier, do not queue behind the weights' copies at HBM.
 __device__ void PrefetchItem(const Params& p, int l, int pos) {
-  const int chunks = Chunks(pos), item = blockIdx.x;
-  if (item >= static_cast<int>(p.m.kv_heads) * chunks) return;
+  const int item = blockIdx.x;
+  if (item >= static_cast<int>(p.m.kv_heads) * ItemsPerHead(pos)) return;
   const int tid = threadIdx.x, t = tid & 127;
   const int hd = static_cast<int>(p.m.head_dim), lines = hd / 64;
-  const int kvh = item / chunks, split = kGroups * (item % chunks) + (tid >> 7);
+  const ItemPlace place = PlaceOf(item, pos);
+  const int kvh = place.kvh, split = place.first + (tid >> 7);
   const int key = t / 4, part = t % 4;  // part: 2 lines of K, then of V
   const int j = split * kKeys + key, line = part % 2;
   if (j >= pos || line >= lines) return;
@@ -685,26 +695,26 @@ __device__ void PrefetchItem(const Params& p, int l, int pos) {
 }
 
 // Attention item `item` of layer l at position pos, by the whole block:
-// key head item / chunks, splits kGroups * (item % chunks) + group (one
-// per group, those below `used`), the groups' results merged into the
-// item's piece of p.partial: the query heads' unnormalized outputs, score
+// its key head's splits from its first (PlaceOf), one per group, those
+// below pos / kKeys + 1, the groups' results merged into the item's piece
+// of p.partial: the query heads' unnormalized outputs, score
 // maxima and sums of exponentials (merged again by the blocks of the next
 // product: MergedAttention). A piece per item, not per split, keeps that
 // merge's scattered loads few.
-__device__ void AttendChunk(const Params& p, int l, int item, int pos,
-                            AttnSmem* a) {
+__device__ void AttendItem(const Params& p, int l, int item, int pos,
+                           AttnSmem* a) {
   const int tid = threadIdx.x, group = tid >> 7;
-  const int used = pos / kKeys + 1, chunks = Chunks(pos);
-  const int kvh = item / chunks, first = kGroups * (item % chunks);
-  const int split = first + group;
-  if (split < used) AttendItem(p, l, kvh, split, pos, a[group], group);
+  const int used = pos / kKeys + 1;
+  const ItemPlace place = PlaceOf(item, pos);
+  const int kvh = place.kvh, first = place.first, split = first + group;
+  if (split < used) AttendSplit(p, l, kvh, split, pos, a[group], group);
   __syncthreads();
   const int hd = static_cast<int>(p.m.head_dim);
   const int g = static_cast<int>(p.m.heads / p.m.kv_heads);
-  const int parts = 128 / (hd / 4);  // AttendItem's pieces per group
+  const int parts = 128 / (hd / 4);  // AttendSplit's pieces per group
   const int groups = min(kGroups, used - first);
   const int64_t stride = int64_t{g} * (hd + 2);
-  float* mine = p.partial + (kvh * p.max_splits + item % chunks) * stride;
+  float* mine = p.partial + (kvh * p.max_splits + place.piece) * stride;
   for (int i = tid; i < g * hd; i += kThreads) {
     const int hh = i / hd;
     float mx = -INFINITY;
@@ -784,10 +794,10 @@ __global__ void __launch_bounds__(kThreads, 1) DecodeStepKernel(Params p) {
                scratch, stat, at(l, 0, 0));
     PrefetchItem(p, l, pos);
     sync(l, 0);
-    const int items = static_cast<int>(p.m.kv_heads) * Chunks(pos);
+    const int items = static_cast<int>(p.m.kv_heads) * ItemsPerHead(pos);
     AttnSmem* a = reinterpret_cast<AttnSmem*>(scratch);
     for (int it = blockIdx.x; it < items; it += gridDim.x)
-      AttendChunk(p, l, it, pos, a);
+      AttendItem(p, l, it, pos, a);
     // For attention, "staged" is when the block finished its items.
     stamp(at(l, 1, 0));
     sync(l, 1);

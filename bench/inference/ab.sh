@@ -10,21 +10,19 @@
 #   bash bench/inference/ab.sh
 #   VARIANTS="base new c4" ROUNDS=3 bash bench/inference/ab.sh
 set -uo pipefail
-export LD_LIBRARY_PATH=$PWD/.bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
+# shellcheck source=bench/train/env.sh
+. bench/train/env.sh
+train_env inference-ab
 rounds=${ROUNDS:-2}
 read -r -a variants <<< "${VARIANTS:-base new}"
-ab=$(mktemp -d)
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,power.limit \
-  --format=csv > "$ab/machine.txt" 2>&1
 for i in $(seq "$rounds"); do
   for v in "${variants[@]}"; do
     s=.bundle/bin/ringmaster_decode_step_test
     [ "$v" != new ] && s=${s}_$v
     start=$SECONDS
-    "$s" > "$ab/step-$v-$i.txt" 2>&1
+    "$s" > "$w/step-$v-$i.txt" 2>&1
     echo "step $v $i: exit $? ($((SECONDS - start)) s)" \
-      "$(grep -h 'llama3_8b_l4 timeline' "$ab/step-$v-$i.txt")"
+      "$(grep -h 'llama3_8b_l4 timeline' "$w/step-$v-$i.txt")"
   done
 done
 for i in $(seq "$rounds"); do
@@ -33,13 +31,12 @@ for i in $(seq "$rounds"); do
     [ "$v" != new ] && wk=${wk}-$v
     [ -x "$wk" ] || continue  # a build with a step test only
     start=$SECONDS
-    .bundle/bin/ringmaster run bench/inference/b1.yaml --np 1 --timeout 200 \
-      --worker "$wk" --out "$ab/rm-$v-$i" > "$ab/b1-$v-$i.txt" 2>&1
+    "$R" run bench/inference/b1.yaml --np 1 --timeout 200 \
+      --worker "$wk" --out "$w/rm-$v-$i" > "$w/b1-$v-$i.txt" 2>&1
     echo "b1 $v $i: exit $? ($((SECONDS - start)) s)" \
-      "$(grep -E '^ tp1' "$ab/b1-$v-$i.txt" | tail -1)"
-    cat "$ab/rm-$v-$i"/*/results.jsonl > "$ab/b1-$v-$i.jsonl" 2>/dev/null
-    rm -rf "$ab/rm-$v-$i"
+      "$(grep -E '^ tp1' "$w/b1-$v-$i.txt" | tail -1)"
+    cat "$w/rm-$v-$i"/*/results.jsonl > "$w/b1-$v-$i.jsonl" 2>/dev/null
+    rm -rf "$w/rm-$v-$i"
   done
 done
-tar -C "$ab" -czf "$OUT/ab.tgz" .
-rm -rf "$ab"
+tar -C "$w" -czf "$out/ab.tgz" .
