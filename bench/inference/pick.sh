@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# For calls that ask for an H200 and may get an H100 (run from the
+# repository root with .bundle/ carried, builds named as ab.sh takes them).
+# On an H200: ab.sh over VARIANTS (two rounds), then b1.sh (with the peer;
+# B1ROUNDS rounds, at most B1LIMIT seconds) with the worker of the build
+# whose b1.yaml TPOT p50 was lowest on average copied over the bundle's
+# own; the build is printed and written to $OUT/best.txt. Elsewhere ab.sh
+# over OTHER (three rounds) where it is set, else nothing.
+#   OTHER="new a" VARIANTS="new a b" bash bench/inference/pick.sh
+set -uo pipefail
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+echo "$name"
+case "$name" in
+  *H200*) ;;
+  *)
+    # Elsewhere only OTHER's A/B, if given.
+    [ -n "${OTHER:-}" ] && VARIANTS=$OTHER ROUNDS=3 bash bench/inference/ab.sh 2>&1 | tee "$OUT"/ab-console.txt
+    exit 0
+    ;;
+esac
+VARIANTS=${VARIANTS:-new} ROUNDS=2 bash bench/inference/ab.sh 2>&1 | tee "$OUT"/ab-console.txt
+best=$(awk '/^b1 .*exit 0/{v=$2; t=$(NF-9); s[v]+=t; n[v]++} END {m=1e9; for (v in s) if (s[v]/n[v] < m) {m=s[v]/n[v]; b=v}; print b}' "$OUT"/ab-console.txt)
+echo "best: $best"
+echo "$best" > "$OUT"/best.txt
+if [ -n "$best" ] && [ "$best" != new ]; then
+  cp .bundle/bin/ringmaster-worker-"$best" .bundle/bin/ringmaster-worker
+fi
+SETTING=FOLD ROUNDS=${B1ROUNDS:-2} timeout "${B1LIMIT:-400}" bash bench/inference/b1.sh > "$OUT"/b1-out.txt 2>&1
+tail -25 "$OUT"/b1-out.txt
