@@ -19,6 +19,8 @@ case "$name" in
     ;;
 esac
 VARIANTS=${VARIANTS:-new} ROUNDS=2 bash bench/inference/ab.sh 2>&1 | tee "$OUT"/ab-console.txt
+# ab.sh's "b1 V i: exit 0 (...) <b1.yaml table row>": the row's TPOT p50 is
+# the tenth field from its end.
 best=$(awk '/^b1 .*exit 0/{v=$2; t=$(NF-9); s[v]+=t; n[v]++} END {m=1e9; for (v in s) if (s[v]/n[v] < m) {m=s[v]/n[v]; b=v}; print b}' "$OUT"/ab-console.txt)
 echo "best: $best"
 echo "$best" > "$OUT"/best.txt

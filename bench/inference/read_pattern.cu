@@ -31,6 +31,34 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
                : "memory");
 }
 
+// A warp's part of the window (StreamWindow below): the column slice
+// `tile` of `slice` bytes, rows first, first + step, ... with step = (warps
+// in the grid) / tiles, so that at each step the grid reads `step` whole
+// consecutive rows; `total` rows read, `passes` times over the matrix.
+// Begin is false for a warp with no slice.
+struct WindowWalk {
+  int64_t tile = 0, first = 0, step = 0, rows = 0, total = 0, next = 0;
+  __device__ bool Begin(int64_t gw, int64_t warps, int64_t n_rows,
+                        int64_t row_bytes, int64_t slice, int passes) {
+    const int64_t tiles = row_bytes / slice;
+    step = warps / tiles;
+    if (step == 0 || gw >= step * tiles) return false;
+    tile = gw % tiles;
+    first = gw / tiles;
+    rows = n_rows;
+    total = (rows - first + step - 1) / step * passes;
+    next = first;
+    return true;
+  }
+  // The row of the warp's next read, passes in turn.
+  __device__ int64_t Next() {
+    const int64_t r = next;
+    next += step;
+    if (next >= rows) next = first;
+    return r;
+  }
+};
+
 __global__ void __launch_bounds__(kThreads, 1)
     Stream(const char* w, int64_t rows, int64_t row_bytes, int64_t seg,
            bool interleaved, float* sink) {
@@ -81,24 +109,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     StreamWindow(const char* w, int64_t rows, int64_t row_bytes, int passes,
                  float* sink) {
   extern __shared__ uint4 ring[];
-  const int64_t tiles = row_bytes / 512;
-  const int64_t gw = blockIdx.x * int64_t{kThreads / 32} + threadIdx.x / 32;
-  const int64_t r_step = gridDim.x * int64_t{kThreads / 32} / tiles;
-  if (r_step == 0 || gw >= r_step * tiles) return;
-  const int64_t tile = gw % tiles, first = gw / tiles;
-  const char* base = w + tile * 512 + (threadIdx.x % 32) * 16;
-  // The rows of the warp's reads in turn, `passes` times over the matrix.
-  const int64_t per = (rows - first + r_step - 1) / r_step,
-                total = per * passes;
-  int64_t next = first;
-  auto advance = [&] {
-    next += r_step;
-    if (next >= rows) next = first;
-  };
+  WindowWalk walk;
+  if (!walk.Begin(blockIdx.x * int64_t{kThreads / 32} + threadIdx.x / 32,
+                  gridDim.x * int64_t{kThreads / 32}, rows, row_bytes, 512,
+                  passes))
+    return;
+  const char* base = w + walk.tile * 512 + (threadIdx.x % 32) * 16;
+  const int64_t total = walk.total;
   for (int i = 0; i < kStages; ++i) {
+    const int64_t r = walk.Next();
     if (i < total)
-      CpAsync16(&ring[i * kThreads + threadIdx.x], base + next * row_bytes);
-    advance();
+      CpAsync16(&ring[i * kThreads + threadIdx.x], base + r * row_bytes);
     asm volatile("cp.async.commit_group;" ::: "memory");
   }
   float acc = 0;
@@ -107,9 +128,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 1) : "memory");
     const uint4 v = ring[slot * kThreads + threadIdx.x];
     acc += __uint_as_float(v.x ^ v.y ^ v.z ^ v.w);
+    const int64_t r = walk.Next();
     if (n + kStages < total)
-      CpAsync16(&ring[slot * kThreads + threadIdx.x], base + next * row_bytes);
-    advance();
+      CpAsync16(&ring[slot * kThreads + threadIdx.x], base + r * row_bytes);
     asm volatile("cp.async.commit_group;" ::: "memory");
     slot = slot + 1 == kStages ? 0 : slot + 1;
   }
@@ -155,13 +176,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ uint4 ring[];
   __shared__ uint64_t bars[kSt * kWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t tiles = row_bytes / kSeg;
-  const int64_t gw = blockIdx.x * int64_t{kWarps} + warp;
-  const int64_t r_step = gridDim.x * int64_t{kWarps} / tiles;
-  if (r_step == 0 || gw >= r_step * tiles) return;
-  const int64_t tile = gw % tiles, first = gw / tiles;
-  const int64_t per = (rows - first + r_step - 1) / r_step,
-                total = per * passes;
+  WindowWalk walk;
+  if (!walk.Begin(blockIdx.x * int64_t{kWarps} + warp,
+                  gridDim.x * int64_t{kWarps}, rows, row_bytes, kSeg, passes))
+    return;
+  const int64_t total = walk.total;
   char* mine = reinterpret_cast<char*>(ring) + int64_t{warp} * kSt * kSeg;
   uint64_t* bar = bars + warp * kSt;
   auto saddr = [](const void* p) {
@@ -175,12 +194,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncwarp();
-  const char* base = w + tile * kSeg;
-  int64_t next = first;  // the row of the next copy, passes in turn
+  const char* base = w + walk.tile * kSeg;
   auto issue = [&](int64_t n, int slot) {
-    const int64_t r = next;
-    next += r_step;
-    if (next >= rows) next = first;
+    const int64_t r = walk.Next();
     if (lane != 0 || n >= total) return;
     const char* src = base + r * row_bytes;
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
@@ -227,19 +243,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                 float* sink) {
   constexpr int kWarps = kThreads / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t tiles = row_bytes / 512;
-  const int64_t gw = blockIdx.x * int64_t{kWarps} + warp;
-  const int64_t r_step = gridDim.x * int64_t{kWarps} / tiles;
-  if (r_step == 0 || gw >= r_step * tiles) return;
-  const int64_t tile = gw % tiles, first = gw / tiles;
-  const int64_t per = (rows - first + r_step - 1) / r_step,
-                total = per * passes;
-  const char* base = w + tile * 512 + lane * 16;
-  int64_t next = first;  // the row of the next load, passes in turn
+  WindowWalk walk;
+  if (!walk.Begin(blockIdx.x * int64_t{kWarps} + warp,
+                  gridDim.x * int64_t{kWarps}, rows, row_bytes, 512, passes))
+    return;
+  const int64_t total = walk.total;
+  const char* base = w + walk.tile * 512 + lane * 16;
   auto load = [&](int64_t n) {
-    const int64_t r = next;
-    next += r_step;
-    if (next >= rows) next = first;
+    const int64_t r = walk.Next();
     return n < total
                ? __ldcs(reinterpret_cast<const uint4*>(base + r * row_bytes))
                : make_uint4(0, 0, 0, 0);
