@@ -3,9 +3,10 @@
 # repository root with .bundle/ carried, builds named as ab.sh takes them).
 # On an H200: ab.sh over VARIANTS (two rounds), then b1.sh (with the peer;
 # B1ROUNDS rounds, at most B1LIMIT seconds) with the worker of the build
-# whose b1.yaml TPOT p50 was lowest on average copied over the bundle's
-# own; the build is printed and written to $OUT/best.txt. Elsewhere ab.sh
-# over OTHER (three rounds) where it is set, else nothing.
+# whose b1.yaml TPOT p50 was lowest on average (of those whose step test
+# passed) copied over the bundle's own; the build is printed and written
+# to $OUT/best.txt. Elsewhere ab.sh over OTHER (three rounds) where it is
+# set, else nothing.
 #   OTHER="new a" VARIANTS="new a b" bash bench/inference/pick.sh
 set -uo pipefail
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
@@ -21,7 +22,9 @@ esac
 VARIANTS=${VARIANTS:-new} ROUNDS=2 bash bench/inference/ab.sh 2>&1 | tee "$OUT"/ab-console.txt
 # ab.sh's "b1 V i: exit 0 (...) <b1.yaml table row>": the row's TPOT p50 is
 # the tenth field from its end.
-best=$(awk '/^b1 .*exit 0/{v=$2; t=$(NF-9); s[v]+=t; n[v]++} END {m=1e9; for (v in s) if (s[v]/n[v] < m) {m=s[v]/n[v]; b=v}; print b}' "$OUT"/ab-console.txt)
+# A build whose step test failed in any round (a wrong product) is not
+# picked, however fast.
+best=$(awk '/^step / && !/exit 0/{bad[$2]=1} /^b1 .*exit 0/{v=$2; t=$(NF-9); s[v]+=t; n[v]++} END {m=1e9; for (v in s) if (!(v in bad) && s[v]/n[v] < m) {m=s[v]/n[v]; b=v}; print b}' "$OUT"/ab-console.txt)
 echo "best: $best"
 echo "$best" > "$OUT"/best.txt
 if [ -n "$best" ] && [ "$best" != new ]; then
