@@ -11,9 +11,13 @@
 // plain loads from 2,048 down to 512 threads per SM, the window through
 // the cp.async ring, the window through bulk copies (the step's way)
 // of 512 B to 4 KiB per warp and slot, and the window by plain loads
-// into registers, 8 to 21 rows in flight per thread.
+// into registers, 8 to 21 rows in flight per thread; then what one SM
+// pulls when a quarter or a half of the SMs read (bulk copies by size,
+// plain loads, tensor copies of 4 or 8 rows of a warp's slice).
 //   nvcc -std=c++17 -arch=sm_90 -O3 -o read_pattern read_pattern.cu
 //   ./read_pattern [rows cols]   (bf16 elements; default 4096 x 28672)
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -162,6 +166,62 @@ __global__ void Plain(const uint4* w, int64_t n, int passes, float* sink) {
   if (acc == 0x12345u) sink[0] = 1;
 }
 
+__device__ __forceinline__ unsigned SharedAddress(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// A warp's ring of kSt slots of kSlot bytes at `mine` (mbarriers `bar`),
+// read `walk.total` times: lane 0 fills slot s by copy(slot's shared
+// address, its mbarrier's, the walk's next index), a copy that completes
+// kSlot bytes on the mbarrier; every lane reads its 16-byte pieces of each
+// slot as it completes, then the slot is filled again. Returns a value of
+// the bytes read (so that the reads stay).
+template <int kSlot, int kSt, typename Copy>
+__device__ uint32_t RunRing(WindowWalk& walk, char* mine, uint64_t* bar,
+                            Copy copy) {
+  const int lane = threadIdx.x % 32;
+  const int64_t total = walk.total;
+  if (lane == 0) {
+    for (int i = 0; i < kSt; ++i)
+      asm volatile(
+          "mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SharedAddress(&bar[i]))
+          : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncwarp();
+  auto issue = [&](int64_t n, int slot) {
+    const int64_t next = walk.Next();
+    if (lane != 0 || n >= total) return;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                     SharedAddress(&bar[slot])),
+                 "r"(kSlot)
+                 : "memory");
+    copy(SharedAddress(mine + slot * kSlot), SharedAddress(&bar[slot]), next);
+  };
+  for (int i = 0; i < kSt; ++i) issue(i, i);
+  uint32_t acc = 0;
+  int slot = 0;
+  unsigned parity = 0;
+  for (int64_t n = 0; n < total; ++n) {
+    asm volatile(
+        "{\n.reg .pred done;\nW_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra W_%=;\n}" ::"r"(SharedAddress(&bar[slot])),
+        "r"(parity)
+        : "memory");
+    const uint4* v = reinterpret_cast<const uint4*>(mine + slot * kSlot);
+#pragma unroll
+    for (int c = 0; c < kSlot / 512; ++c) {
+      const uint4 x = v[lane + 32 * c];
+      acc ^= x.x ^ x.y ^ x.z ^ x.w;
+    }
+    __syncwarp();
+    issue(n + kSt, slot);
+    if (++slot == kSt) slot = 0, parity ^= 1u;
+  }
+  return acc;
+}
+
 // The decode step's ring as it fills it: one bulk copy (tensor memory
 // accelerator) of kSeg bytes per warp and slot, completing on the slot's
 // mbarrier, each warp keeping one kSeg-byte column slice and reading every
@@ -175,61 +235,52 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kWarps = kThreads / 32;
   extern __shared__ uint4 ring[];
   __shared__ uint64_t bars[kSt * kWarps];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
   WindowWalk walk;
   if (!walk.Begin(blockIdx.x * int64_t{kWarps} + warp,
                   gridDim.x * int64_t{kWarps}, rows, row_bytes, kSeg, passes))
     return;
-  const int64_t total = walk.total;
-  char* mine = reinterpret_cast<char*>(ring) + int64_t{warp} * kSt * kSeg;
-  uint64_t* bar = bars + warp * kSt;
-  auto saddr = [](const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-  };
-  if (lane == 0) {
-    for (int i = 0; i < kSt; ++i)
-      asm volatile(
-          "mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(saddr(&bar[i]))
-          : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncwarp();
   const char* base = w + walk.tile * kSeg;
-  auto issue = [&](int64_t n, int slot) {
-    const int64_t r = walk.Next();
-    if (lane != 0 || n >= total) return;
-    const char* src = base + r * row_bytes;
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                     saddr(&bar[slot])),
-                 "r"(kSeg)
-                 : "memory");
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-        "[%0], [%1], %2, [%3];" ::"r"(saddr(mine + slot * kSeg)),
-        "l"(src), "r"(kSeg), "r"(saddr(&bar[slot]))
-        : "memory");
-  };
-  for (int i = 0; i < kSt; ++i) issue(i, i);
-  uint32_t acc = 0;
-  int slot = 0;
-  unsigned parity = 0;
-  for (int64_t n = 0; n < total; ++n) {
-    asm volatile(
-        "{\n.reg .pred done;\nW_%=:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra W_%=;\n}" ::"r"(saddr(&bar[slot])),
-        "r"(parity)
-        : "memory");
-    const uint4* v = reinterpret_cast<const uint4*>(mine + slot * kSeg);
-#pragma unroll
-    for (int c = 0; c < kSeg / 512; ++c) {
-      const uint4 x = v[lane + 32 * c];
-      acc ^= x.x ^ x.y ^ x.z ^ x.w;
-    }
-    __syncwarp();
-    issue(n + kSt, slot);
-    if (++slot == kSt) slot = 0, parity ^= 1u;
-  }
+  const uint32_t acc = RunRing<kSeg, kSt>(
+      walk, reinterpret_cast<char*>(ring) + int64_t{warp} * kSt * kSeg,
+      bars + warp * kSt, [&](unsigned dst, unsigned bar, int64_t r) {
+        asm volatile(
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+            "[%0], [%1], %2, [%3];" ::"r"(dst),
+            "l"(base + r * row_bytes), "r"(kSeg), "r"(bar)
+            : "memory");
+      });
+  if (acc == 0x12345u) sink[0] = 1;
+}
+
+// The window of BulkWindow with each slot a box of kBox consecutive rows of
+// the warp's 512-byte slice, one tensor copy (a 2-D tensor map over the
+// matrix) per slot: as many bytes per copy as a kBox * 512-byte bulk copy,
+// from the row-major matrix as it is. Rows are read in groups of kBox, every
+// R-th group per warp.
+template <int kBox, int kSt>
+__global__ void __launch_bounds__(kThreads, 1)
+    TensorWindow(const __grid_constant__ CUtensorMap map, int64_t rows,
+                 int64_t row_bytes, int passes, float* sink) {
+  constexpr int kWarps = kThreads / 32, kSlot = 512 * kBox;
+  extern __shared__ __align__(128) uint4 ring[];
+  __shared__ uint64_t bars[kSt * kWarps];
+  const int warp = threadIdx.x / 32;
+  WindowWalk walk;
+  if (!walk.Begin(blockIdx.x * int64_t{kWarps} + warp,
+                  gridDim.x * int64_t{kWarps}, rows / kBox, row_bytes, 512,
+                  passes))
+    return;
+  const int col = static_cast<int>(walk.tile * 256);
+  const uint32_t acc = RunRing<kSlot, kSt>(
+      walk, reinterpret_cast<char*>(ring) + int64_t{warp} * kSt * kSlot,
+      bars + warp * kSt, [&](unsigned dst, unsigned bar, int64_t g) {
+        asm volatile(
+            "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::"
+            "complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+            "l"(&map), "r"(col), "r"(static_cast<int>(g * kBox)), "r"(bar)
+            : "memory");
+      });
   if (acc == 0x12345u) sink[0] = 1;
 }
 
@@ -402,6 +453,130 @@ int main(int argc, char** argv) {
   plain_window(PlainWindow<12>, "plain window, 12 rows in flight");
   plain_window(PlainWindow<16>, "plain window, 16 rows in flight");
   plain_window(PlainWindow<21>, "plain window, 21 rows in flight");
+  // Per-SM rates: the same reads from a quarter and a half of the SMs, so
+  // that HBM has room to spare and what one SM can pull shows, by the size
+  // of each bulk copy (512 B is the decode step's) and by plain loads.
+  // A 2-D tensor map over the matrix (bf16, row-major), boxes of 256
+  // columns by `box` rows, for TensorWindow; the driver's encoder is looked
+  // up through the runtime, so nothing links libcuda.
+  auto tensor_map = [&](int box, CUtensorMap* map) {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                         cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        fn == nullptr) {
+      return false;
+    }
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols),
+                                static_cast<cuuint64_t>(rows)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
+    const cuuint32_t boxes[2] = {256, static_cast<cuuint32_t>(box)};
+    const cuuint32_t steps[2] = {1, 1};
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn)(
+               map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, w, dims, strides,
+               boxes, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  };
+  // TensorWindow<box, stages> on `blocks` blocks: microseconds per launch,
+  // or a negative value where the map could not be made.
+  auto tensor_run = [&](auto kernel, int box, int stages, int blocks) {
+    CUtensorMap map;
+    if (!tensor_map(box, &map)) return -1.0;
+    const size_t ring_bytes = size_t{16} * 512 * box * stages;
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(ring_bytes));
+    return timed([&] {
+      kernel<<<blocks, kThreads, ring_bytes>>>(map, rows, row_bytes, kPasses,
+                                               sink);
+    });
+  };
+  auto tensor_full = [&](auto kernel, int box, int stages) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "tensor window, %d rows x %d", box,
+                  stages);
+    const double us = tensor_run(kernel, box, stages, sms);
+    if (us < 0) {
+      std::printf("steady (%d passes per launch), %-38s: no tensor map\n",
+                  kPasses, name);
+      return;
+    }
+    steady(name, us);
+  };
+  tensor_full(TensorWindow<4, 5>, 4, 5);
+  tensor_full(TensorWindow<8, 3>, 8, 3);
+  for (const int blocks : {sms / 4, sms / 2}) {
+    // `active`: the SMs' worth of warps that read (a window leaves the
+    // warps past (warps / tiles) * tiles idle).
+    auto per_sm = [&](const char* name, double active, double us) {
+      const cudaError_t e = cudaGetLastError();
+      if (e != cudaSuccess) {
+        std::printf("%3d SMs, %-38s: failed: %s\n", blocks, name,
+                    cudaGetErrorString(e));
+        return;
+      }
+      const double gbps = kPasses * bytes / us / 1e3;
+      std::printf(
+          "%3d SMs, %-38s: %7.1f GB/s read, %5.1f GB/s per SM (%.1f SMs "
+          "reading)\n",
+          blocks, name, gbps, gbps / active, active);
+    };
+    auto window_sms = [&](int seg) {
+      const int64_t tiles = row_bytes / seg, warps = blocks * (kThreads / 32);
+      return static_cast<double>(warps / tiles * tiles) / (kThreads / 32);
+    };
+    auto bulk_on = [&](auto kernel, int seg, int stages) {
+      const size_t ring_bytes = size_t{16} * seg * stages;
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(ring_bytes));
+      char name[64];
+      std::snprintf(name, sizeof(name), "bulk window, %d B x %d", seg, stages);
+      per_sm(name, window_sms(seg), timed([&] {
+               kernel<<<blocks, kThreads, ring_bytes>>>(w, rows, row_bytes,
+                                                        kPasses, sink);
+             }));
+    };
+    bulk_on(BulkWindow<512, 21>, 512, 21);
+    bulk_on(BulkWindow<1024, 10>, 1024, 10);
+    bulk_on(BulkWindow<2048, 5>, 2048, 5);
+    bulk_on(BulkWindow<4096, 3>, 4096, 3);
+    auto tensor_on = [&](auto kernel, int box, int stages) {
+      char name[64];
+      std::snprintf(name, sizeof(name), "tensor window, %d rows x %d", box,
+                    stages);
+      const double us = tensor_run(kernel, box, stages, blocks);
+      if (us < 0) {
+        std::printf("%3d SMs, %-38s: no tensor map\n", blocks, name);
+        return;
+      }
+      const int64_t tiles = row_bytes / 512, warps = blocks * (kThreads / 32);
+      per_sm(name, static_cast<double>(warps / tiles * tiles) / (kThreads / 32),
+             us);
+    };
+    tensor_on(TensorWindow<4, 5>, 4, 5);
+    tensor_on(TensorWindow<8, 3>, 8, 3);
+    per_sm("cp.async window, 16 B x 21 per thread", window_sms(512), timed([&] {
+             StreamWindow<<<blocks, kThreads, smem>>>(w, rows, row_bytes,
+                                                      kPasses, sink);
+           }));
+    per_sm("plain window, 8 rows in flight", window_sms(512), timed([&] {
+             PlainWindow<8>
+                 <<<blocks, kThreads>>>(w, rows, row_bytes, kPasses, sink);
+           }));
+    per_sm("plain window, 16 rows in flight", window_sms(512), timed([&] {
+             PlainWindow<16>
+                 <<<blocks, kThreads>>>(w, rows, row_bytes, kPasses, sink);
+           }));
+    per_sm("plain loads, 512 thr/SM, 16 in flight", blocks, timed([&] {
+             Plain<16><<<blocks, 512>>>(reinterpret_cast<const uint4*>(w),
+                                        bytes / 16, kPasses, sink);
+           }));
+    per_sm("plain loads, 1024 thr/SM, 8 in flight", blocks, timed([&] {
+             Plain<8><<<blocks, 1024>>>(reinterpret_cast<const uint4*>(w),
+                                        bytes / 16, kPasses, sink);
+           }));
+  }
   const cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess) {
     std::fprintf(stderr, "%s\n", cudaGetErrorString(err));
