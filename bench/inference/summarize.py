@@ -128,6 +128,10 @@ def main():
                 seg, _, _, stages = \
                     line.split("bulk window,")[1].split(":")[0].split()
                 key = "hbm_read_steady_bulk_window_%sx%s_gbps" % (seg, stages)
+            elif line.startswith("steady") and "tensor window" in line:
+                box, _, _, stages = \
+                    line.split("tensor window,")[1].split(":")[0].split()
+                key = "hbm_read_steady_tensor_window_%sx%s_gbps" % (box, stages)
             elif line.startswith("steady") and "plain window" in line:
                 rows = line.split("plain window,")[1].split()[0]
                 key = "hbm_read_steady_plain_window_%s_rows_gbps" % rows
