@@ -47,9 +47,6 @@ static_assert(kGroups * sizeof(AttnSmem) <= kScratchBytes);
 constexpr size_t kRingBytes = size_t{kStages} * kThreads * 16;
 constexpr size_t kBarrierBytes = size_t{kStages} * kWarps * sizeof(uint64_t);
 constexpr size_t kSmemBytes = kRingBytes + kScratchBytes + kBarrierBytes;
-// With the kernel's static stat[kWarps], within sm_90's 227 KiB a block may
-// opt in to: the ring takes what staging and attention leave.
-static_assert(kSmemBytes + kWarps * sizeof(float) <= 227 * 1024);
 
 struct Params {
   DecodeStepModel m;
@@ -111,6 +108,16 @@ __device__ Window WindowOf(int64_t k, int64_t m, int gw) {
   }
   return w;
 }
+
+// Each warp's window of each product (the same in every layer), filled
+// once per launch: the producer and the phases read them here instead of
+// redoing WindowOf's divisions.
+__shared__ Window windows[kProducts][kWarps];
+// With the kernel's static stat[kWarps] and the windows, within sm_90's
+// 227 KiB a block may opt in to: the ring takes what staging and attention
+// leave.
+static_assert(kSmemBytes + kWarps * sizeof(float) + sizeof(windows) <=
+              227 * 1024);
 
 // A warp's ring slot is filled by one bulk copy (the tensor memory
 // accelerator: global -> shared, completing on the slot's mbarrier).
@@ -283,12 +290,11 @@ struct Stream {
   const bf16* at = nullptr;
 
   __device__ void Begin(const Params& p) {
-    const int gw = static_cast<int>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
     for (; l < p.m.layers; q == kProducts - 1 ? (q = 0, ++l) : ++q) {
-      const Product pr = ProductOf(p, l, q);
-      const Window w = WindowOf(pr.k, pr.m, gw);
+      const Window& w = windows[q][threadIdx.x >> 5];
       left = w.rows;
       if (left == 0) continue;
+      const Product pr = ProductOf(p, l, q);
       step = w.step * pr.m;
       at = pr.w + w.first * pr.m + int64_t{w.tile} * kTileCols;
       return;
@@ -455,7 +461,7 @@ __device__ __forceinline__ void RunProduct(const Params& p, int l, int q,
                                            int64_t* ready) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const Product pr = ProductOf(p, l, q);
-  const Window w = WindowOf(pr.k, pr.m, blockIdx.x * kWarps + warp);
+  const Window w = windows[q][warp];
   float* xs = scratch;
   StageInputs(p, l, q, pos, w, pr.k, xs, scratch + w.starts * w.per, stat);
   __syncthreads();
@@ -759,6 +765,11 @@ __global__ void __launch_bounds__(kThreads, 1) DecodeStepKernel(Params p) {
   if ((threadIdx.x & 31) == 0) {
     for (int i = 0; i < kStages; ++i) BarrierInit(&bars[i * kWarps + warp]);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  if ((threadIdx.x & 31) < kProducts) {
+    const int q = threadIdx.x & 31;
+    const Product pr = ProductOf(p, 0, q);
+    windows[q][warp] = WindowOf(pr.k, pr.m, blockIdx.x * kWarps + warp);
   }
   __syncthreads();
   const uint64_t policy = EvictFirst();
