@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace {
 
@@ -423,16 +424,24 @@ int main(int argc, char** argv) {
   plain_steady(Plain<16>, 1, "plain loads, 512 thr/SM, 16 in flight");
   // The ring's bytes per SM: 21 x 512 B x 16 warps (the decode step's),
   // then as many as shared memory holds.
-  auto bulk = [&](auto kernel, int seg, int stages) {
+  // BulkWindow<seg, stages> on `blocks` blocks: its name, and the
+  // microseconds per launch.
+  auto bulk_name = [](int seg, int stages) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "bulk window, %d B x %d", seg, stages);
+    return std::string(name);
+  };
+  auto bulk_run = [&](auto kernel, int seg, int stages, int blocks) {
     const size_t ring_bytes = size_t{16} * seg * stages;
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(ring_bytes));
-    char name[64];
-    std::snprintf(name, sizeof(name), "bulk window, %d B x %d", seg, stages);
-    steady(name, timed([&] {
-             kernel<<<sms, kThreads, ring_bytes>>>(w, rows, row_bytes, kPasses,
-                                                   sink);
-           }));
+    return timed([&] {
+      kernel<<<blocks, kThreads, ring_bytes>>>(w, rows, row_bytes, kPasses,
+                                               sink);
+    });
+  };
+  auto bulk = [&](auto kernel, int seg, int stages) {
+    steady(bulk_name(seg, stages).c_str(), bulk_run(kernel, seg, stages, sms));
   };
   steady("cp.async window, 16 B x 21 per thread", timed([&] {
            StreamWindow<<<sms, kThreads, smem>>>(w, rows, row_bytes, kPasses,
@@ -453,9 +462,6 @@ int main(int argc, char** argv) {
   plain_window(PlainWindow<12>, "plain window, 12 rows in flight");
   plain_window(PlainWindow<16>, "plain window, 16 rows in flight");
   plain_window(PlainWindow<21>, "plain window, 21 rows in flight");
-  // Per-SM rates: the same reads from a quarter and a half of the SMs, so
-  // that HBM has room to spare and what one SM can pull shows, by the size
-  // of each bulk copy (512 B is the decode step's) and by plain loads.
   // A 2-D tensor map over the matrix (bf16, row-major), boxes of 256
   // columns by `box` rows, for TensorWindow; the driver's encoder is looked
   // up through the runtime, so nothing links libcuda.
@@ -492,20 +498,28 @@ int main(int argc, char** argv) {
                                                sink);
     });
   };
-  auto tensor_full = [&](auto kernel, int box, int stages) {
+  auto tensor_name = [](int box, int stages) {
     char name[64];
     std::snprintf(name, sizeof(name), "tensor window, %d rows x %d", box,
                   stages);
+    return std::string(name);
+  };
+  auto tensor_full = [&](auto kernel, int box, int stages) {
+    const std::string name = tensor_name(box, stages);
     const double us = tensor_run(kernel, box, stages, sms);
     if (us < 0) {
       std::printf("steady (%d passes per launch), %-38s: no tensor map\n",
-                  kPasses, name);
+                  kPasses, name.c_str());
       return;
     }
-    steady(name, us);
+    steady(name.c_str(), us);
   };
   tensor_full(TensorWindow<4, 5>, 4, 5);
   tensor_full(TensorWindow<8, 3>, 8, 3);
+  // Per-SM rates: the same reads from a quarter and a half of the SMs, so
+  // that HBM has room to spare and what one SM can pull shows, by the size
+  // of each copy (a 512-byte bulk copy is the decode step's) and by plain
+  // loads.
   for (const int blocks : {sms / 4, sms / 2}) {
     // `active`: the SMs' worth of warps that read (a window leaves the
     // warps past (warps / tiles) * tiles idle).
@@ -527,32 +541,21 @@ int main(int argc, char** argv) {
       return static_cast<double>(warps / tiles * tiles) / (kThreads / 32);
     };
     auto bulk_on = [&](auto kernel, int seg, int stages) {
-      const size_t ring_bytes = size_t{16} * seg * stages;
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(ring_bytes));
-      char name[64];
-      std::snprintf(name, sizeof(name), "bulk window, %d B x %d", seg, stages);
-      per_sm(name, window_sms(seg), timed([&] {
-               kernel<<<blocks, kThreads, ring_bytes>>>(w, rows, row_bytes,
-                                                        kPasses, sink);
-             }));
+      per_sm(bulk_name(seg, stages).c_str(), window_sms(seg),
+             bulk_run(kernel, seg, stages, blocks));
     };
     bulk_on(BulkWindow<512, 21>, 512, 21);
     bulk_on(BulkWindow<1024, 10>, 1024, 10);
     bulk_on(BulkWindow<2048, 5>, 2048, 5);
     bulk_on(BulkWindow<4096, 3>, 4096, 3);
     auto tensor_on = [&](auto kernel, int box, int stages) {
-      char name[64];
-      std::snprintf(name, sizeof(name), "tensor window, %d rows x %d", box,
-                    stages);
+      const std::string name = tensor_name(box, stages);
       const double us = tensor_run(kernel, box, stages, blocks);
       if (us < 0) {
-        std::printf("%3d SMs, %-38s: no tensor map\n", blocks, name);
+        std::printf("%3d SMs, %-38s: no tensor map\n", blocks, name.c_str());
         return;
       }
-      const int64_t tiles = row_bytes / 512, warps = blocks * (kThreads / 32);
-      per_sm(name, static_cast<double>(warps / tiles * tiles) / (kThreads / 32),
-             us);
+      per_sm(name.c_str(), window_sms(512), us);
     };
     tensor_on(TensorWindow<4, 5>, 4, 5);
     tensor_on(TensorWindow<8, 3>, 8, 3);
