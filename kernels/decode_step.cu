@@ -1,3 +1,5 @@
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -13,24 +15,30 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-// A block: kThreads threads; each warp a ring of kStages slots of one
-// 512-byte row slice, filled by bulk copies. A product y = x W (W row-major
-// [k x m], m / kTileCols tiles of columns) is read a window of whole rows at
-// a time: with R = (warps in the grid) / tiles, warp g keeps tile g % tiles
-// and reads rows g / tiles, + R, + 2R, ..., so at each step the grid reads
-// R consecutive rows (HBM serves such a window faster than a range per
-// block), and each warp sums one tile's columns, added to the product's
-// accumulator at the end.
+// A block: kThreads threads; each warp a ring of kStages slots, each a box
+// of kBox consecutive rows of the warp's 256-column slice (2 KiB), filled by
+// one 3-D tensor copy through the product's tensor map (columns, rows,
+// layers). A product y = x W (W row-major [k x m], m / kTileCols tiles of
+// columns) is read a window of whole boxes at a time: with R = (warps in the
+// grid) / tiles, warp g keeps tile g % tiles and reads boxes g / tiles, + R,
+// + 2R, ..., so at each step the grid reads R * kBox consecutive rows (HBM
+// serves such a window faster than a range per block), and each warp sums
+// one tile's columns, added to the product's accumulator at the end. A box
+// of 4 rows in 5 slots (160 KiB of ring per block) took the step less time
+// than one row in 21 slots or 2 rows in 11.
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
-constexpr int kStages = 21;
+constexpr int kBox = 4;
+constexpr int kStages = 5;
 constexpr int kTileCols = 256;
 constexpr int kSegBytes = kTileCols * 2;  // a warp's slice of a row
-constexpr int kGroups = kThreads / 128;   // attention: groups of 4 warps
-constexpr int kKeys = 32;                 // keys per attention split
-constexpr int kMaxGroup = 4;              // query heads per key head
-constexpr int kProducts = 4;              // QKV, O, gate|up, down
-constexpr int kTraceStamps = 15;          // per layer: 5 phases x 3
+constexpr int kSlotBytes = kSegBytes * kBox;
+constexpr int kSlotVecs = kSlotBytes / 16;
+constexpr int kGroups = kThreads / 128;  // attention: groups of 4 warps
+constexpr int kKeys = 32;                // keys per attention split
+constexpr int kMaxGroup = 4;             // query heads per key head
+constexpr int kProducts = 4;             // QKV, O, gate|up, down
+constexpr int kTraceStamps = 15;         // per layer: 5 phases x 3
 
 struct AttnSmem {
   float qs[kMaxGroup][128];
@@ -44,7 +52,7 @@ struct AttnSmem {
 constexpr int kScratchFloats = 12288;
 constexpr size_t kScratchBytes = kScratchFloats * sizeof(float);
 static_assert(kGroups * sizeof(AttnSmem) <= kScratchBytes);
-constexpr size_t kRingBytes = size_t{kStages} * kThreads * 16;
+constexpr size_t kRingBytes = size_t{kStages} * kWarps * kSlotBytes;
 constexpr size_t kBarrierBytes = size_t{kStages} * kWarps * sizeof(uint64_t);
 constexpr size_t kSmemBytes = kRingBytes + kScratchBytes + kBarrierBytes;
 
@@ -58,6 +66,9 @@ struct Params {
   unsigned* barrier;
   int64_t* trace;
   int64_t w3, qw, kw, max_splits;
+  // Per product (q as ProductOf): a 3-D tensor map (columns, rows, layers)
+  // over its weights in every layer, boxes of kTileCols x kBox x 1.
+  CUtensorMap maps[4];
   bool advance;  // *pos + 1 written back once every block has read it
 };
 
@@ -128,16 +139,19 @@ __device__ __forceinline__ void BarrierInit(uint64_t* bar) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SmemAddress(bar))
                : "memory");
 }
-__device__ __forceinline__ void BulkLoad(void* smem, const void* gmem,
-                                         uint64_t* bar, uint64_t policy) {
+__device__ __forceinline__ void BoxLoad(void* smem, const CUtensorMap* map,
+                                        int col, int row, int layer,
+                                        uint64_t* bar, uint64_t policy) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
                    SmemAddress(bar)),
-               "r"(kSegBytes)
+               "r"(kSlotBytes)
                : "memory");
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes."
-      "L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(SmemAddress(smem)),
-      "l"(gmem), "r"(kSegBytes), "r"(SmemAddress(bar)), "l"(policy)
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_"
+      "tx::bytes.L2::cache_hint [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(
+          SmemAddress(smem)),
+      "l"(map), "r"(col), "r"(row), "r"(layer), "r"(SmemAddress(bar)),
+      "l"(policy)
       : "memory");
 }
 __device__ __forceinline__ void BarrierWait(uint64_t* bar, unsigned parity) {
@@ -284,33 +298,34 @@ __device__ float ResidualRinv(const Params& p, float* stat) {
 
 // The producer's position in this warp's sequence of weight slices: every
 // product of every layer in order, this warp's rows of each.
+// Rows go kBox at a time: a product's window is over its k / kBox boxes.
 struct Stream {
   int l = 0, q = 0, left = 0;
-  int64_t step = 0;  // elements between the warp's rows
-  const bf16* at = nullptr;
+  int col = 0, row = 0, step = 0;  // step: rows between the warp's boxes
 
   __device__ void Begin(const Params& p) {
     for (; l < p.m.layers; q == kProducts - 1 ? (q = 0, ++l) : ++q) {
       const Window& w = windows[q][threadIdx.x >> 5];
       left = w.rows;
       if (left == 0) continue;
-      const Product pr = ProductOf(p, l, q);
-      step = w.step * pr.m;
-      at = pr.w + w.first * pr.m + int64_t{w.tile} * kTileCols;
+      step = w.step * kBox;
+      row = w.first * kBox;
+      col = w.tile * kTileCols;
       return;
     }
   }
-  // Fills the warp's `slot` with its next slice (lane 0 issues the copy;
-  // nothing past the last slice) and advances.
+  // Fills the warp's `slot` with its next box (lane 0 issues the copy;
+  // nothing past the last box) and advances.
   __device__ __forceinline__ void Issue(const Params& p, uint4* slot,
                                         uint64_t* bar, uint64_t policy) {
     if (l >= p.m.layers) return;
-    if ((threadIdx.x & 31) == 0) BulkLoad(slot, at, bar, policy);
+    if ((threadIdx.x & 31) == 0)
+      BoxLoad(slot, &p.maps[q], col, row, l, bar, policy);
     if (--left == 0) {
       q == kProducts - 1 ? (q = 0, ++l) : ++q;
       Begin(p);
     } else {
-      at += step;
+      row += step;
     }
   }
 };
@@ -318,7 +333,8 @@ struct Stream {
 // Row j of this block's staged inputs of window w: xs[(start - w.lo) *
 // w.per + i] holds input row start + i * w.step.
 __device__ __forceinline__ int StagedRow(const Window& w, int e) {
-  return w.lo + e / w.per + (e % w.per) * w.step;
+  const int b = e / kBox;
+  return (w.lo + b / w.per + (b % w.per) * w.step) * kBox + e % kBox;
 }
 
 // The attention outputs this block needs (xs[e], e < count, of window w
@@ -388,7 +404,7 @@ __device__ void StageInputs(const Params& p, int l, int q, int pos,
                             const Window& w, int64_t k, float* xs, float* spare,
                             float* stat) {
   const int tid = threadIdx.x;
-  const int count = w.starts * w.per;
+  const int count = w.starts * w.per * kBox;
   const int64_t g = gridDim.x, b = blockIdx.x;
   auto slice = [&](int64_t n, auto&& f) {
     for (int64_t j = n * b / g + tid; j < n * (b + 1) / g; j += kThreads) f(j);
@@ -463,28 +479,36 @@ __device__ __forceinline__ void RunProduct(const Params& p, int l, int q,
   const Product pr = ProductOf(p, l, q);
   const Window w = windows[q][warp];
   float* xs = scratch;
-  StageInputs(p, l, q, pos, w, pr.k, xs, scratch + w.starts * w.per, stat);
+  StageInputs(p, l, q, pos, w, pr.k, xs, scratch + w.starts * w.per * kBox,
+              stat);
   __syncthreads();
   if (ready != nullptr) *ready = static_cast<int64_t>(GlobalNs());
   if (w.rows > 0) {
-    const float* x = xs + (w.first - w.lo) * w.per;
+    const float* x = xs + (w.first - w.lo) * w.per * kBox;
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int i = 0; i < w.rows; ++i) {
       uint64_t* bar = &bars[*slot * kWarps + warp];
       BarrierWait(bar, *parity);
-      const uint4 v = ring[*slot * kThreads + tid];
-      const float xv = x[i];
-      const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&v);
+      const uint4* box = &ring[(*slot * kWarps + warp) * kSlotVecs];
+      uint4 v[kBox];
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const float2 f = __bfloat1622float2(h2[c]);
-        acc[2 * c] = fmaf(xv, f.x, acc[2 * c]);
-        acc[2 * c + 1] = fmaf(xv, f.y, acc[2 * c + 1]);
-      }
-      // Every lane's value is in registers (used above): refill the slot.
+      for (int j = 0; j < kBox; ++j) v[j] = box[j * 32 + lane];
+      // Every lane's values are in registers: refill the slot.
       __syncwarp();
-      stream->Issue(p, &ring[*slot * kThreads + warp * 32], bar, policy);
+      stream->Issue(p, &ring[(*slot * kWarps + warp) * kSlotVecs], bar, policy);
       if (++*slot == kStages) *slot = 0, *parity ^= 1u;
+#pragma unroll
+      for (int j = 0; j < kBox; ++j) {
+        const float xv = x[i * kBox + j];
+        const __nv_bfloat162* h2 =
+            reinterpret_cast<const __nv_bfloat162*>(&v[j]);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const float2 f = __bfloat1622float2(h2[c]);
+          acc[2 * c] = fmaf(xv, f.x, acc[2 * c]);
+          acc[2 * c + 1] = fmaf(xv, f.y, acc[2 * c + 1]);
+        }
+      }
     }
     float* out = pr.out + int64_t{w.tile} * kTileCols + lane * 8;
 #pragma unroll
@@ -745,8 +769,9 @@ __device__ void AttendItem(const Params& p, int l, int item, int pos,
   __syncthreads();
 }
 
-__global__ void __launch_bounds__(kThreads, 1) DecodeStepKernel(Params p) {
-  extern __shared__ uint4 smem[];
+__global__ void __launch_bounds__(kThreads, 1)
+    DecodeStepKernel(const __grid_constant__ Params p) {
+  extern __shared__ __align__(128) uint4 smem[];
   __shared__ float stat[kWarps];
   // Block 0's timeline (thread 0): the kernel's entry and end (the last
   // two values), and from the ring's first copies on, per phase, its
@@ -758,7 +783,8 @@ __global__ void __launch_bounds__(kThreads, 1) DecodeStepKernel(Params p) {
       tracing ? p.trace + 1 + p.m.layers * kTraceStamps : nullptr;
   if (tracing) ends[0] = static_cast<int64_t>(GlobalNs());
   uint4* ring = smem;
-  float* scratch = reinterpret_cast<float*>(smem + kStages * kThreads);
+  float* scratch =
+      reinterpret_cast<float*>(smem + kStages * kWarps * kSlotVecs);
   uint64_t* bars = reinterpret_cast<uint64_t*>(
       reinterpret_cast<char*>(scratch) + kScratchBytes);
   const int warp = threadIdx.x >> 5;
@@ -769,15 +795,15 @@ __global__ void __launch_bounds__(kThreads, 1) DecodeStepKernel(Params p) {
   if ((threadIdx.x & 31) < kProducts) {
     const int q = threadIdx.x & 31;
     const Product pr = ProductOf(p, 0, q);
-    windows[q][warp] = WindowOf(pr.k, pr.m, blockIdx.x * kWarps + warp);
+    windows[q][warp] = WindowOf(pr.k / kBox, pr.m, blockIdx.x * kWarps + warp);
   }
   __syncthreads();
   const uint64_t policy = EvictFirst();
   Stream stream;
   stream.Begin(p);
   for (int i = 0; i < kStages; ++i) {
-    stream.Issue(p, &ring[i * kThreads + warp * 32], &bars[i * kWarps + warp],
-                 policy);
+    stream.Issue(p, &ring[(i * kWarps + warp) * kSlotVecs],
+                 &bars[i * kWarps + warp], policy);
   }
   int slot = 0;
   unsigned parity = 0;
@@ -865,32 +891,81 @@ int64_t DecodeStepTraceValues(const DecodeStepModel& m) {
   return 3 + int64_t{kTraceStamps} * m.layers;
 }
 
+// Product q's (k, m) and its weights' offset in a layer, as ProductOf.
+struct ProductShape {
+  int64_t k, n, off;
+};
+ProductShape ShapeOf(const DecodeStepModel& m, int q) {
+  const int64_t qw = m.heads * m.head_dim, kw = m.kv_heads * m.head_dim;
+  switch (q) {
+    case 0:
+      return {m.hidden, qw + 2 * kw, m.off_wqkv};
+    case 1:
+      return {qw, m.hidden, m.off_wo};
+    case 2:
+      return {m.hidden, 2 * m.ffn, m.off_wgu};
+    default:
+      return {m.ffn, m.hidden, m.off_wd};
+  }
+}
+
+// The tensor map of product q (Params::maps): false where the driver has
+// no encoder or the weights' layout does not suit one. With map null, only
+// what does not need the weights is checked (the shapes and the encoder).
+bool EncodeMap(const DecodeStepModel& m, int q, CUtensorMap* map) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                         cudaEnableDefault,
+                                         &found) != cudaSuccess) {
+      fn = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  const ProductShape sh = ShapeOf(m, q);
+  if (encode == nullptr || sh.off % 8 != 0 || m.layer_elems % 8 != 0 ||
+      sh.n % 8 != 0 || sh.k % kBox != 0) {
+    return false;
+  }
+  if (map == nullptr) return true;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(sh.n),
+                              static_cast<cuuint64_t>(sh.k),
+                              static_cast<cuuint64_t>(m.layers)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(sh.n * 2),
+                                 static_cast<cuuint64_t>(m.layer_elems * 2)};
+  const cuuint32_t box[3] = {kTileCols, kBox, 1};
+  const cuuint32_t steps[3] = {1, 1, 1};
+  void* base = const_cast<bf16*>(static_cast<const bf16*>(m.weights) + sh.off);
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims, strides,
+                box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 bool DecodeStepSupports(const DecodeStepModel& m) {
   if (m.layers < 1 || (m.head_dim != 64 && m.head_dim != 128) ||
       m.kv_heads < 1 || m.heads % m.kv_heads != 0 ||
       m.heads / m.kv_heads > kMaxGroup || m.capacity < 1) {
     return false;
   }
-  const int64_t qw = m.heads * m.head_dim, kw = m.kv_heads * m.head_dim;
+  const int64_t qw = m.heads * m.head_dim;
   const int64_t sms = Sms();
   if (sms < 1 || m.hidden % 8 != 0 ||
       std::max({m.hidden, qw, 2 * m.ffn, m.ffn}) > (int64_t{1} << 30)) {
     return false;
   }
-  // q: 0 QKV, 1 O, 2 gate|up, 3 down, as ProductOf.
-  const std::pair<int64_t, int64_t> products[] = {{m.hidden, qw + 2 * kw},
-                                                  {qw, m.hidden},
-                                                  {m.hidden, 2 * m.ffn},
-                                                  {m.ffn, m.hidden}};
   const int64_t warps = sms * kWarps;
   for (int q = 0; q < kProducts; ++q) {
-    const auto [k, n] = products[q];
+    const auto [k, n, off] = ShapeOf(m, q);
     const int64_t tiles = n / kTileCols;
-    if (n % kTileCols != 0 || k < 1 || tiles > warps) return false;
-    // The most inputs a block stages (as WindowOf and StageInputs), and
-    // what else staging holds beside them.
+    if (n % kTileCols != 0 || k < 1 || tiles > warps ||
+        !EncodeMap(m, q, nullptr))
+      return false;
+    // The most inputs a block stages (as WindowOf and StageInputs, boxes of
+    // kBox rows), and what else staging holds beside them.
     const int64_t step = warps / tiles, active = step * tiles,
-                  per = (k + step - 1) / step;
+                  per = (k / kBox + step - 1) / step * kBox;
     int64_t count = 0;
     for (int64_t b0 = 0; b0 < active; b0 += kWarps) {
       const int64_t lo = b0 / tiles,
@@ -934,6 +1009,9 @@ cudaError_t DecodeStep(const DecodeStepModel& m, const DecodeStepState& st,
   p.trace = st.trace;
   p.barrier = st.words;
   p.advance = advance;
+  for (int q = 0; q < kProducts; ++q) {
+    if (!EncodeMap(m, q, &p.maps[q])) return cudaErrorInvalidValue;
+  }
   DecodeStepKernel<<<sms, kThreads, kSmemBytes, s>>>(p);
   return cudaGetLastError();
 }
