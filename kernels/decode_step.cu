@@ -16,7 +16,7 @@ namespace {
 using bf16 = __nv_bfloat16;
 
 // A block: kThreads threads; each warp a ring of kStages slots, each a box
-// of kBox consecutive rows of the warp's 256-column slice (2 KiB), filled by
+// of kBox consecutive rows of the warp's 256-column slice (4 KiB), filled by
 // one 3-D tensor copy through the product's tensor map (columns, rows,
 // layers). A product y = x W (W row-major [k x m], m / kTileCols tiles of
 // columns) is read a window of whole boxes at a time: with R = (warps in the
@@ -24,12 +24,13 @@ using bf16 = __nv_bfloat16;
 // + 2R, ..., so at each step the grid reads R * kBox consecutive rows (HBM
 // serves such a window faster than a range per block), and each warp sums
 // one tile's columns, added to the product's accumulator at the end. A box
-// of 4 rows in 5 slots (160 KiB of ring per block) took the step less time
-// than one row in 21 slots or 2 rows in 11.
+// of 8 rows in 2 slots (128 KiB of ring per block) took the step less time
+// than 4 rows in 5 slots, 2 in 11 or one in 21: the bytes per copy, more
+// than the bytes in flight, set what one SM's copies pull.
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
-constexpr int kBox = 4;
-constexpr int kStages = 5;
+constexpr int kBox = 8;
+constexpr int kStages = 2;
 constexpr int kTileCols = 256;
 constexpr int kSegBytes = kTileCols * 2;  // a warp's slice of a row
 constexpr int kSlotBytes = kSegBytes * kBox;

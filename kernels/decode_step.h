@@ -2,7 +2,7 @@
 // block per SM runs every layer's products, decode attention and norms in
 // turn, with a grid-wide barrier between dependent phases. The weights do
 // not depend on the activations, so each warp streams its share of them
-// into shared memory (tensor copies of 4-row boxes of 256 columns into a
+// into shared memory (tensor copies of 8-row boxes of 256 columns into a
 // ring of slots, each completing on its own mbarrier) as far ahead as the ring
 // allows, across phase boundaries: HBM keeps reading the next product's
 // weights while the blocks wait at a barrier, reduce, or run attention.
