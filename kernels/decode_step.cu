@@ -69,7 +69,7 @@ struct Params {
   int64_t w3, qw, kw, max_splits;
   // Per product (q as ProductOf): a 3-D tensor map (columns, rows, layers)
   // over its weights in every layer, boxes of kTileCols x kBox x 1.
-  CUtensorMap maps[4];
+  CUtensorMap maps[kProducts];
   bool advance;  // *pos + 1 written back once every block has read it
 };
 
