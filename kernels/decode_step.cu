@@ -73,24 +73,23 @@ struct Params {
   bool advance;  // *pos + 1 written back once every block has read it
 };
 
+// Product q's shape (k inputs, m outputs) and accumulator; its weights
+// are read through p.maps[q].
 struct Product {
-  const bf16* w;
   int64_t k, m;
   float* out;
 };
 
-__device__ Product ProductOf(const Params& p, int l, int q) {
-  const bf16* base =
-      static_cast<const bf16*>(p.m.weights) + l * p.m.layer_elems;
+__device__ Product ProductOf(const Params& p, int q) {
   switch (q) {
     case 0:
-      return {base + p.m.off_wqkv, p.m.hidden, p.w3, p.qkv};
+      return {p.m.hidden, p.w3, p.qkv};
     case 1:
-      return {base + p.m.off_wo, p.qw, p.m.hidden, p.h};
+      return {p.qw, p.m.hidden, p.h};
     case 2:
-      return {base + p.m.off_wgu, p.m.hidden, 2 * p.m.ffn, p.gu};
+      return {p.m.hidden, 2 * p.m.ffn, p.gu};
     default:
-      return {base + p.m.off_wd, p.m.ffn, p.m.hidden, p.h};
+      return {p.m.ffn, p.m.hidden, p.h};
   }
 }
 
@@ -477,7 +476,7 @@ __device__ __forceinline__ void RunProduct(const Params& p, int l, int q,
                                            float* scratch, float* stat,
                                            int64_t* ready) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const Product pr = ProductOf(p, l, q);
+  const Product pr = ProductOf(p, q);
   const Window w = windows[q][warp];
   float* xs = scratch;
   StageInputs(p, l, q, pos, w, pr.k, xs, scratch + w.starts * w.per * kBox,
@@ -795,7 +794,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if ((threadIdx.x & 31) < kProducts) {
     const int q = threadIdx.x & 31;
-    const Product pr = ProductOf(p, 0, q);
+    const Product pr = ProductOf(p, q);
     windows[q][warp] = WindowOf(pr.k / kBox, pr.m, blockIdx.x * kWarps + warp);
   }
   __syncthreads();
@@ -892,7 +891,7 @@ int64_t DecodeStepTraceValues(const DecodeStepModel& m) {
   return 3 + int64_t{kTraceStamps} * m.layers;
 }
 
-// Product q's (k, m) and its weights' offset in a layer, as ProductOf.
+// Product q's (k, m), as ProductOf, and its weights' offset in a layer.
 struct ProductShape {
   int64_t k, n, off;
 };
