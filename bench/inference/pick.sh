@@ -5,9 +5,12 @@
 # B1ROUNDS rounds, at most B1LIMIT seconds) with the worker of the build
 # whose b1.yaml TPOT p50 was lowest on average (of those whose step test
 # passed) copied over the bundle's own; the build is printed and written
-# to $OUT/best.txt. Elsewhere ab.sh over OTHER (three rounds) where it is
-# set, else nothing.
+# to $OUT/best.txt. With THEN=device, device.sh (at most DEVICE_LIMIT
+# seconds) runs in place of b1.sh, with the picked build's step test
+# copied over the bundle's as well: every key of issue 30 for that build.
+# Elsewhere ab.sh over OTHER (three rounds) where it is set, else nothing.
 #   OTHER="new a" VARIANTS="new a b" bash bench/inference/pick.sh
+#   THEN=device VARIANTS="new a b" bash bench/inference/pick.sh
 set -uo pipefail
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 echo "$name"
@@ -29,6 +32,14 @@ echo "best: $best"
 echo "$best" > "$OUT"/best.txt
 if [ -n "$best" ] && [ "$best" != new ]; then
   cp .bundle/bin/ringmaster-worker-"$best" .bundle/bin/ringmaster-worker
+  if [ "${THEN:-}" = device ]; then
+    cp .bundle/bin/ringmaster_decode_step_test_"$best" \
+      .bundle/bin/ringmaster_decode_step_test
+  fi
+fi
+if [ "${THEN:-}" = device ]; then
+  timeout "${DEVICE_LIMIT:-450}" bash bench/inference/device.sh
+  exit $?
 fi
 SETTING=FOLD ROUNDS=${B1ROUNDS:-2} timeout "${B1LIMIT:-400}" bash bench/inference/b1.sh > "$OUT"/b1-out.txt 2>&1
 tail -25 "$OUT"/b1-out.txt
