@@ -73,6 +73,25 @@ struct Params {
   bool advance;  // *pos + 1 written back once every block has read it
 };
 
+// Product q's (k inputs, n outputs) and its weights' offset in a layer,
+// for the host (the tensor maps, DecodeStepSupports) and ProductOf.
+struct ProductShape {
+  int64_t k, n, off;
+};
+__host__ __device__ ProductShape ShapeOf(const DecodeStepModel& m, int q) {
+  const int64_t qw = m.heads * m.head_dim, kw = m.kv_heads * m.head_dim;
+  switch (q) {
+    case 0:
+      return {m.hidden, qw + 2 * kw, m.off_wqkv};
+    case 1:
+      return {qw, m.hidden, m.off_wo};
+    case 2:
+      return {m.hidden, 2 * m.ffn, m.off_wgu};
+    default:
+      return {m.ffn, m.hidden, m.off_wd};
+  }
+}
+
 // Product q's shape (k inputs, m outputs) and accumulator; its weights
 // are read through p.maps[q].
 struct Product {
@@ -81,16 +100,8 @@ struct Product {
 };
 
 __device__ Product ProductOf(const Params& p, int q) {
-  switch (q) {
-    case 0:
-      return {p.m.hidden, p.w3, p.qkv};
-    case 1:
-      return {p.qw, p.m.hidden, p.h};
-    case 2:
-      return {p.m.hidden, 2 * p.m.ffn, p.gu};
-    default:
-      return {p.m.ffn, p.m.hidden, p.h};
-  }
+  const ProductShape sh = ShapeOf(p.m, q);
+  return {sh.k, sh.n, q == 0 ? p.qkv : q == 2 ? p.gu : p.h};
 }
 
 // Where warp `gw` of the grid reads product (k, m): its tile, first row
@@ -889,24 +900,6 @@ int64_t DecodeStepWords(const DecodeStepModel&) { return 2; }
 
 int64_t DecodeStepTraceValues(const DecodeStepModel& m) {
   return 3 + int64_t{kTraceStamps} * m.layers;
-}
-
-// Product q's (k, m), as ProductOf, and its weights' offset in a layer.
-struct ProductShape {
-  int64_t k, n, off;
-};
-ProductShape ShapeOf(const DecodeStepModel& m, int q) {
-  const int64_t qw = m.heads * m.head_dim, kw = m.kv_heads * m.head_dim;
-  switch (q) {
-    case 0:
-      return {m.hidden, qw + 2 * kw, m.off_wqkv};
-    case 1:
-      return {qw, m.hidden, m.off_wo};
-    case 2:
-      return {m.hidden, 2 * m.ffn, m.off_wgu};
-    default:
-      return {m.ffn, m.hidden, m.off_wd};
-  }
 }
 
 // The tensor map of product q (Params::maps): false where the driver has
