@@ -757,6 +757,21 @@ cases:
 
 // Issue 5's CI check: the host ladder (1 and 2 ranks), efficiency and the
 // breakdown printed, the numerical checks passing.
+// A train case's result: it ran, its first steps matched the float64
+// reference, and it trained (or, forward only, changed nothing).
+void ExpectTrainedOrServed(const v1::Result& r) {
+  ASSERT_EQ(r.status(), v1::OK) << r.failure().detail();
+  const v1::TrainFigures& t = r.train();
+  EXPECT_GE(t.loss_check(), 0);
+  EXPECT_LT(t.loss_rel_error(), 1e-4);
+  if (r.case_().train().inference()) {
+    EXPECT_EQ(t.loss_last(), t.loss_first());  // forward only
+    EXPECT_EQ(t.grad_zero_fraction(), -1);     // no gradients
+  } else {
+    EXPECT_LT(t.loss_last(), t.loss_first());  // it trains
+  }
+}
+
 TEST_F(RunTest, DpScalingPlanRunsTheHostLadderWithChecks) {
   std::string out = (dir_ / "r").string();
   Outcome o = RunRingmaster(
@@ -769,36 +784,27 @@ TEST_F(RunTest, DpScalingPlanRunsTheHostLadderWithChecks) {
           "# scaling (weak, E = T1/Tn): mlp: train L4 H512 B64/rank float32 "
           "sgd overlap"));
   EXPECT_THAT(o.out, HasSubstr("compute    exposed       skew sum/step"));
-  auto store = Store::Open(out + "/ringmaster.db");
-  ASSERT_TRUE(store.ok());
-  auto results = (*store)->Results(JobId(o), -1, 0);
-  ASSERT_TRUE(results.ok());
+  std::vector<v1::Result> results = StoredResults(out, JobId(o));
   // check: 2 rungs; mlp: 2 rungs x 2 overlap modes; adam: 2 rungs;
   // pipelined: 2 rungs; serve: 3 batches.
-  ASSERT_EQ(results->size(), 13u);
+  ASSERT_EQ(results.size(), 13u);
   EXPECT_THAT(o.out, HasSubstr("mlp_pipelined: train L4 H512 B64/rank "
                                "float32 sgd pipelined"));
   EXPECT_THAT(
       o.out,
       HasSubstr("# best throughput mlp_serve (inference, 1 rank): batch "));
-  for (const v1::Result& r : *results) {
+  for (const v1::Result& r : results) {
     SCOPED_TRACE(r.case_().spec_name() + " n=" + std::to_string(r.nranks()));
-    ASSERT_EQ(r.status(), v1::OK) << r.failure().detail();
+    ExpectTrainedOrServed(r);
     const v1::TrainFigures& t = r.train();
-    EXPECT_GE(t.loss_check(), 0);
-    EXPECT_LT(t.loss_rel_error(), 1e-4);
     EXPECT_GT(r.stats().median_s(), 0);
     EXPECT_GT(t.compute_s(), 0);
     // The parts, each measured on its own, add up to the step.
     double sum = t.compute_s() + t.exposed_comm_s() + t.skew_s();
     EXPECT_NEAR(sum / t.step_of_breakdown_s(), 1.0, 0.05);
     if (r.case_().train().inference()) {
-      EXPECT_EQ(t.loss_last(),
-                t.loss_first());  // forward only: nothing changes
       EXPECT_EQ(t.exposed_comm_s(), 0);
-      EXPECT_EQ(t.grad_zero_fraction(), -1);  // no gradients
     } else {
-      EXPECT_LT(t.loss_last(), t.loss_first());  // it trains
       // float32 gradients of this model do not underflow.
       EXPECT_GE(t.grad_zero_fraction(), 0);
       EXPECT_LT(t.grad_zero_fraction(), 0.01);
@@ -842,6 +848,36 @@ cases:
   EXPECT_NEAR(pipelined.loss_check(), one.loss_check(),
               1e-5 * one.loss_check());
   EXPECT_NE(pipelined.loss_check(), 0);
+}
+
+// The dp-scaling plan's kinds of case at small shapes (Adam with overlapped
+// buckets, the pipelined schedule, forward-only serving over a batch list):
+// the sanitizer lanes run these in place of the shipped plan's sizes.
+TEST_F(RunTest, TrainerOptimizersAndServingRunAtSmallShapes) {
+  std::ofstream(plan_) << R"(name: dp_small
+cases:
+  - {name: adam, bench: train, backend: host, optimizer: adam, overlap: [true, false],
+     model: {layers: 2, hidden: 32, batch: 8}, bucket: 1KiB, ladder: [1, 2],
+     steps: 3, check_steps: 2}
+  - {name: pipelined, bench: train, backend: host, schedule: pipelined,
+     model: {layers: 2, hidden: 32, batch: 8}, bucket: 1KiB, ladder: [2],
+     steps: 3, check_steps: 2, lr: 0.5}
+  - {name: serve, bench: train, backend: host, mode: inference,
+     model: {layers: 2, hidden: 32, batch: [2, 8]}, ladder: [1], steps: 3,
+     check_steps: 1}
+)";
+  std::string out = (dir_ / "r").string();
+  Outcome o = RunRingmaster(
+      {"run", plan_, "--np", "2", "--backend", "host", "--out", out});
+  ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+  EXPECT_THAT(o.out, HasSubstr("# best throughput serve (inference, 1 rank)"));
+  std::vector<v1::Result> results = StoredResults(out, JobId(o));
+  // adam: 2 rungs x 2 overlap modes; pipelined: 1 rung; serve: 2 batches.
+  ASSERT_EQ(results.size(), 7u);
+  for (const v1::Result& r : results) {
+    SCOPED_TRACE(r.case_().spec_name() + " n=" + std::to_string(r.nranks()));
+    ExpectTrainedOrServed(r);
+  }
 }
 
 // shared/RELIABILITY.md R7: a bad node among 16. The bad-node finder
