@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/decode_step.h"
+#include "kernels/tensor_map_encoder.h"
 #include "kernels/transformer_uniform.cuh"
 #include "kernels/warp_reduce.cuh"
 
@@ -906,16 +907,7 @@ int64_t DecodeStepTraceValues(const DecodeStepModel& m) {
 // no encoder or the weights' layout does not suit one. With map null, only
 // what does not need the weights is checked (the shapes and the encoder).
 bool EncodeMap(const DecodeStepModel& m, int q, CUtensorMap* map) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
-                                         cudaEnableDefault,
-                                         &found) != cudaSuccess) {
-      fn = nullptr;
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = TensorMapEncoder();
   const ProductShape sh = ShapeOf(m, q);
   if (encode == nullptr || sh.off % 8 != 0 || m.layer_elems % 8 != 0 ||
       sh.n % 8 != 0 || sh.k % kBox != 0) {

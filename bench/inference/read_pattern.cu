@@ -14,7 +14,8 @@
 // into registers, 8 to 21 rows in flight per thread; then what one SM
 // pulls when a quarter or a half of the SMs read (bulk copies by size,
 // plain loads, tensor copies of 4 or 8 rows of a warp's slice).
-//   nvcc -std=c++17 -arch=sm_90 -O3 -o read_pattern read_pattern.cu
+//   nvcc -std=c++17 -arch=sm_90 -O3 -I . -o read_pattern \
+//     bench/inference/read_pattern.cu   (from the repository root)
 //   ./read_pattern [rows cols]   (bf16 elements; default 4096 x 28672)
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -24,6 +25,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+
+#include "kernels/tensor_map_encoder.h"
 
 namespace {
 
@@ -463,27 +466,21 @@ int main(int argc, char** argv) {
   plain_window(PlainWindow<16>, "plain window, 16 rows in flight");
   plain_window(PlainWindow<21>, "plain window, 21 rows in flight");
   // A 2-D tensor map over the matrix (bf16, row-major), boxes of 256
-  // columns by `box` rows, for TensorWindow; the driver's encoder is looked
-  // up through the runtime, so nothing links libcuda.
+  // columns by `box` rows, for TensorWindow (false where the driver has no
+  // encoder).
   auto tensor_map = [&](int box, CUtensorMap* map) {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
-                                         cudaEnableDefault,
-                                         &found) != cudaSuccess ||
-        fn == nullptr) {
-      return false;
-    }
+    const auto encode = ringmaster::tk::TensorMapEncoder();
+    if (encode == nullptr) return false;
     const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols),
                                 static_cast<cuuint64_t>(rows)};
     const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
     const cuuint32_t boxes[2] = {256, static_cast<cuuint32_t>(box)};
     const cuuint32_t steps[2] = {1, 1};
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn)(
-               map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, w, dims, strides,
-               boxes, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
-               CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, w, dims, strides,
+                  boxes, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_NONE,
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
   };
   // TensorWindow<box, stages> on `blocks` blocks: microseconds per launch,
   // or a negative value where the map could not be made.
