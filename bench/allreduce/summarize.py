@@ -6,9 +6,11 @@ run, see device.sh) and the nccl-tests anchor (shared/anchors/.../ar_g2.json,
 measured on the same machine type), and merges flat "figure name -> number"
 entries into bench/results/<machine>/summary.json. Prints a side-by-side table.
 
-  python3 bench/allreduce/summarize.py --run /work/.device/N \
+  python3 bench/allreduce/summarize.py --run RUN_DIR \
       --anchor ../shared/anchors/h200x2-2026-11-30/ar_g2.json \
       --summary bench/results/h200x2/summary.json --table bench/results/h200x2/allreduce.md
+
+RUN_DIR is the folder a device call's files came back to.
 """
 import argparse
 import json
