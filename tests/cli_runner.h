@@ -1,6 +1,6 @@
 // Runs the real `ringmaster` binary from a test and collects its exit code,
-// standard output and standard error (tests/hostile_test.cc,
-// tests/new_user_test.cc).
+// standard output and standard error (the integration, hostile, new-user
+// and other serve tests).
 #ifndef RINGMASTER_TESTS_CLI_RUNNER_H_
 #define RINGMASTER_TESTS_CLI_RUNNER_H_
 

@@ -25,6 +25,27 @@ std::string HostileEnvName(size_t i) {
   return absl::StrFormat("NCCL_RINGMASTER_S6_%d", i);
 }
 
+absl::StatusOr<HostileRun> RunHostile(v1::Coordinator::Stub& stub,
+                                      const std::string& token,
+                                      v1::SubmitPlanRequest request,
+                                      const std::string& marks) {
+  HostileRun run;
+  run.values = HostileValues(marks);
+  for (size_t i = 0; i < run.values.size(); ++i)
+    (*request.mutable_env())[HostileEnvName(i)] = run.values[i];
+  auto sub = Submit(stub, token, request);
+  if (!sub.ok()) return sub.status();
+  const std::string job_id = sub->job().job_id();
+  run.job = WaitTerminal(stub, token, job_id, absl::Seconds(120));
+  v1::QueryResultsRequest q;
+  q.set_job_id(job_id);
+  auto ctx = Ctx(token);
+  const grpc::Status st = stub.QueryResults(ctx.get(), q, &run.results);
+  if (!st.ok())
+    return absl::InternalError("QueryResults: " + st.error_message());
+  return run;
+}
+
 bool CheckNothingInjected(const std::string& launcher, const v1::Job& job,
                           const v1::QueryResultsResponse& results,
                           const std::vector<std::string>& values,

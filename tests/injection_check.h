@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "ringmaster/v1/coordinator.grpc.pb.h"
 #include "ringmaster/v1/coordinator.pb.h"
 
 namespace ringmaster::testing {
@@ -16,6 +18,20 @@ namespace ringmaster::testing {
 // evaluated it. Sent as NCCL_RINGMASTER_S6_<i> (HostileEnvName).
 std::vector<std::string> HostileValues(const std::string& marker_dir);
 std::string HostileEnvName(size_t i);
+
+// A finished job that carried HostileValues(marks) in its environment.
+struct HostileRun {
+  std::vector<std::string> values;
+  v1::Job job;
+  v1::QueryResultsResponse results;
+};
+
+// Adds HostileValues(marks) to `request`'s environment, submits it with
+// `token`, waits up to 120 s for the job to end and reads its results.
+absl::StatusOr<HostileRun> RunHostile(v1::Coordinator::Stub& stub,
+                                      const std::string& token,
+                                      v1::SubmitPlanRequest request,
+                                      const std::string& marks);
 
 // S6's verdict on a finished job that carried HostileValues(marks):
 // SUCCEEDED, rank 0 saw every value byte for byte (its NCCL_* environment

@@ -267,26 +267,15 @@ TEST(S6_shell_metacharacters, NothingInjectedThroughKubectl) {
   ASSERT_TRUE(serve.ok()) << serve.output();
   const std::string admin = serve.admin_token();
   auto stub = serve.Stub();
-  const std::vector<std::string> values = testing::HostileValues(marks);
   auto req = testing::HostSubmission(testing::PlanPath("bootstrap.yaml"), 4);
-  for (size_t i = 0; i < values.size(); ++i)
-    (*req.mutable_env())[testing::HostileEnvName(i)] = values[i];
   req.set_request_id("$(touch " + marks + "/rid)");
-  auto sub = testing::Submit(*stub, admin, req);
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  const std::string job_id = sub->job().job_id();
-  v1::Job done =
-      testing::WaitTerminal(*stub, admin, job_id, absl::Seconds(120));
-  v1::QueryResultsRequest q;
-  q.set_job_id(job_id);
-  v1::QueryResultsResponse results;
-  auto ctx = Ctx(admin);
-  ASSERT_TRUE(stub->QueryResults(ctx.get(), q, &results).ok());
+  auto run = testing::RunHostile(*stub, admin, req, marks);
+  ASSERT_TRUE(run.ok()) << run.status();
   const std::string calls = CallsOnce(cluster.state, "\"delete\"");
   // Every value holds the marker folder's path (a JSON-safe string): if
   // it shows in kubectl's recorded argv, a value got onto a command line.
   const int values_in_argv = calls.find(marks) != std::string::npos ? 1 : 0;
-  testing::CheckNothingInjected("kubectl", done, results, values,
+  testing::CheckNothingInjected("kubectl", run->job, run->results, run->values,
                                 values_in_argv, marks);
 }
 

@@ -20,6 +20,7 @@
 #include "coordinator/launcher.h"
 #include "coordinator/store.h"
 #include "nlohmann/json.hpp"
+#include "tests/cli_runner.h"
 
 namespace ringmaster {
 namespace {
@@ -28,42 +29,14 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Outcome {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-  double seconds = 0;
-};
-
-// Runs the ringmaster binary with `args` and extra environment.
+// Runs the ringmaster binary with `args` and extra environment
+// (tests/cli_runner.h).
 Outcome RunRingmaster(
     const std::vector<std::string>& args,
     const std::vector<std::pair<std::string, std::string>>& env = {}) {
-  std::vector<std::string> argv = {"env"};
-  for (const auto& [k, v] : env) argv.push_back(k + "=" + v);
-  argv.push_back(std::string(RINGMASTER_BIN_DIR) + "/ringmaster");
-  argv.insert(argv.end(), args.begin(), args.end());
-  Outcome o;
-  std::mutex mu;
-  auto start = std::chrono::steady_clock::now();
-  auto child =
-      ChildProcess::Spawn(argv, [&](std::string_view line, bool is_err) {
-        std::lock_guard<std::mutex> lock(mu);
-        (is_err ? o.err : o.out).append(line.data(), line.size()).append("\n");
-      });
-  if (!child.ok()) {
-    o.err = std::string(child.status().message());
-    return o;
-  }
-  std::optional<int> status;
-  while (!(status = (*child)->Poll())) usleep(10000);
-  (*child)->JoinReaders();
-  o.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  o.exit_code =
-      WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
-  return o;
+  std::vector<std::string> vars;
+  for (const auto& [k, v] : env) vars.push_back(k + "=" + v);
+  return Ringmaster(args, vars);
 }
 
 // The results of `job` in the store under `out`, in sequence order.

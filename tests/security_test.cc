@@ -244,7 +244,6 @@ TEST(S6_shell_metacharacters, NothingInjectedThroughMpirun) {
   const std::string admin = serve.admin_token();
   auto stub = serve.Stub();
 
-  const std::vector<std::string> values = testing::HostileValues(m);
   std::string plan = testing::ReadPlan(QuickstartPath());
   const std::string hostile_name =
       "s6 $(touch " + m + "/p); `touch " + m + "/q` && touch " + m + "/r";
@@ -257,18 +256,9 @@ TEST(S6_shell_metacharacters, NothingInjectedThroughMpirun) {
   req.set_nranks(2);
   req.set_backend("host");
   req.set_request_id("$(touch " + m + "/rid);x");
-  for (size_t i = 0; i < values.size(); ++i)
-    (*req.mutable_env())[testing::HostileEnvName(i)] = values[i];
-  auto sub = testing::Submit(*stub, admin, req);
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  const std::string id = sub->job().job_id();
-  v1::Job job = testing::WaitTerminal(*stub, admin, id, absl::Seconds(120));
-
-  v1::QueryResultsRequest q;
-  q.set_job_id(id);
-  v1::QueryResultsResponse results;
-  auto qctx = Ctx(admin);
-  ASSERT_TRUE(stub->QueryResults(qctx.get(), q, &results).ok());
+  auto run = testing::RunHostile(*stub, admin, req, m);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const std::vector<std::string>& values = run->values;
   // mpirun's argv: names only (-x NAME), never a value.
   const std::string argv_text = testing::ReadFile(argv_file.string());
   std::vector<std::string> argv = absl::StrSplit(argv_text, '\0');
@@ -278,8 +268,8 @@ TEST(S6_shell_metacharacters, NothingInjectedThroughMpirun) {
       if (a.find(v) != std::string::npos) ++values_in_argv;
   EXPECT_TRUE(absl::StrContains(argv_text, testing::HostileEnvName(0)))
       << "the NCCL_* names are forwarded (-x NAME): " << argv_text;
-  testing::CheckNothingInjected("mpirun", job, results, values, values_in_argv,
-                                marks.string());
+  testing::CheckNothingInjected("mpirun", run->job, run->results, values,
+                                values_in_argv, marks.string());
 }
 
 // ---------------------------------------------------------------------------

@@ -171,28 +171,18 @@ TEST(S6_shell_metacharacters, NothingInjectedThroughSbatchAndSrun) {
   ASSERT_TRUE(serve.ok()) << serve.output();
   const std::string admin = serve.admin_token();
   auto stub = serve.Stub();
-  const std::vector<std::string> values = testing::HostileValues(marks);
   auto req = testing::HostSubmission(
       std::string(RINGMASTER_SOURCE_DIR) + "/plans/quickstart.yaml", 2);
-  for (size_t i = 0; i < values.size(); ++i)
-    (*req.mutable_env())[testing::HostileEnvName(i)] = values[i];
-  auto sub = testing::Submit(*stub, admin, req);
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  const std::string job_id = sub->job().job_id();
-  v1::Job done =
-      testing::WaitTerminal(*stub, admin, job_id, absl::Seconds(120));
-  v1::QueryResultsRequest q;
-  q.set_job_id(job_id);
-  v1::QueryResultsResponse rows;
-  auto ctx = Ctx(admin);
-  ASSERT_TRUE(stub->QueryResults(ctx.get(), q, &rows).ok());
+  auto run = testing::RunHostile(*stub, admin, req, marks);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const std::string job_id = run->job.job_id();
   const std::string script =
       testing::ReadFile(data + "/jobs/" + job_id + "/attempt-1.sbatch");
   // Every value holds the marker folder's path: the generated shell script
   // must not carry any (they reach the ranks through sbatch's environment).
   const int values_in_script = script.find(marks) != std::string::npos;
-  testing::CheckNothingInjected("sbatch+srun", done, rows, values,
-                                values_in_script, marks);
+  testing::CheckNothingInjected("sbatch+srun", run->job, run->results,
+                                run->values, values_in_script, marks);
 }
 
 TEST(SbatchScript, ValuesThatCouldBreakTheScriptAreRejected) {
