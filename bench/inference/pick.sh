@@ -13,13 +13,14 @@
 #   VARIANTS="new a b" bash bench/inference/pick.sh
 #   OTHER="new a" VARIANTS="new a b" bash bench/inference/pick.sh
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0
+# device.sh and ab.sh set the bench environment (NCCL_NVLS_ENABLE=0 too).
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.limit,driver_version \
   --format=csv > "$OUT"/machine.txt
 cat "$OUT"/machine.txt
 limit=${DEVICE_LIMIT:-250}
-# The keys of issue 30's bars, from a device.sh console.
+# The inference bench's headline keys and test results, from a device.sh
+# console.
 keys() {
   grep -hE "^inference_llama3_8b_(decode_b1_hbm_share|decode_b1_ratio_vs_torch|prefill_ratio_vs_torch|best_batch_tpot_p99_30ms|b1_tpot_p50_ms|b1_torch_tpot_p50_ms) |^hbm_copy_rw|test: exit|llama3_8b_l4 timeline" "$@"
 }
